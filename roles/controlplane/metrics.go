@@ -1,0 +1,29 @@
+package controlplane
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// httpMetrics counts API requests by route pattern and status code. The
+// route label is the registered pattern, never the raw path, so the label
+// set is bounded by the route table times the status codes in use.
+type httpMetrics struct {
+	counters sync.Map // "route\x00code" -> *metrics.Counter
+}
+
+func newHTTPMetrics() *httpMetrics { return &httpMetrics{} }
+
+func (m *httpMetrics) count(route string, code int) {
+	key := route + "\x00" + strconv.Itoa(code)
+	if c, ok := m.counters.Load(key); ok {
+		c.(*metrics.Counter).Inc()
+		return
+	}
+	name := fmt.Sprintf(`felix_controlplane_requests_total{route=%q,code="%d"}`, route, code)
+	c, _ := m.counters.LoadOrStore(key, metrics.GetOrCreateCounter(name))
+	c.(*metrics.Counter).Inc()
+}

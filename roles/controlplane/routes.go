@@ -1,0 +1,92 @@
+package controlplane
+
+import "net/http"
+
+// scope is what a route demands of the caller's token.
+type scope int
+
+const (
+	scopeNone    scope = iota // no token
+	scopeCluster              // cluster.manage on "cluster"
+	scopeTenant               // tenant.manage on tenant:{tenant} (or cluster.manage)
+	scopeToken                // token.create on tenant:{tenant} (or cluster.manage)
+)
+
+// param is a query parameter, for the OpenAPI document.
+type param struct {
+	name, typ, doc string
+}
+
+// route is one REST endpoint: how it is matched, who may call it, how it
+// is served and how the OpenAPI document describes it.
+type route struct {
+	method, path string
+	scope        scope
+	summary      string
+	query        []param
+	request      string // component schema of the body, "" for none
+	response     string // component schema of the success body, "" for none
+	status       int    // success status
+	handle       handlerFunc
+}
+
+// pattern is the ServeMux pattern, e.g. "GET /v1/tenants/{tenant}".
+func (rt route) pattern() string {
+	if rt.method == "" {
+		return rt.path
+	}
+	return rt.method + " " + rt.path
+}
+
+const (
+	pTenants    = "/v1/tenants"
+	pTenant     = pTenants + "/{tenant}"
+	pNamespaces = pTenant + "/namespaces"
+	pNamespace  = pNamespaces + "/{namespace}"
+	pStreams    = pNamespace + "/streams"
+	pStream     = pStreams + "/{stream}"
+	pCaches     = pNamespace + "/caches"
+	pCache      = pCaches + "/{cache}"
+)
+
+var recursiveParam = param{"recursive", "boolean", "also delete everything the resource holds"}
+
+// routes lists every endpoint of the API.
+func (s *Service) routes() []route {
+	ok, created, gone := http.StatusOK, http.StatusCreated, http.StatusNoContent
+	return []route{
+		{method: "GET", path: "/v1/openapi.json", summary: "This OpenAPI document", response: "Object", status: ok, handle: s.getOpenAPI},
+		{method: "GET", path: "/v1/jwks", summary: "Public keys that verify Felix tokens", response: "JWKS", status: ok, handle: s.getJWKS},
+		{method: "GET", path: "/.well-known/jwks.json", summary: "Public keys that verify Felix tokens", response: "JWKS", status: ok, handle: s.getJWKS},
+		{method: "GET", path: "/live", summary: "Liveness", response: "Status", status: ok, handle: s.getLive},
+		{method: "GET", path: "/ready", summary: "Readiness (the store answers)", response: "Status", status: ok, handle: s.getReady},
+
+		{method: "POST", path: pTenants, scope: scopeCluster, summary: "Create a tenant", request: "Tenant", response: "Tenant", status: created, handle: s.createTenant},
+		{method: "GET", path: pTenants, scope: scopeCluster, summary: "List tenants", response: "TenantList", status: ok, handle: s.listTenants},
+		{method: "GET", path: pTenant, scope: scopeCluster, summary: "Get a tenant", response: "Tenant", status: ok, handle: s.getTenant},
+		{method: "DELETE", path: pTenant, scope: scopeCluster, summary: "Delete a tenant", query: []param{recursiveParam}, status: gone, handle: s.deleteTenant},
+
+		{method: "POST", path: pNamespaces, scope: scopeTenant, summary: "Create a namespace", request: "NamespaceRequest", response: "Namespace", status: created, handle: s.createNamespace},
+		{method: "GET", path: pNamespaces, scope: scopeTenant, summary: "List a tenant's namespaces", response: "NamespaceList", status: ok, handle: s.listNamespaces},
+		{method: "GET", path: pNamespace, scope: scopeTenant, summary: "Get a namespace", response: "Namespace", status: ok, handle: s.getNamespace},
+		{method: "DELETE", path: pNamespace, scope: scopeTenant, summary: "Delete a namespace", query: []param{recursiveParam}, status: gone, handle: s.deleteNamespace},
+
+		{method: "POST", path: pStreams, scope: scopeTenant, summary: "Create a stream", request: "StreamSpec", response: "StreamSpec", status: created, handle: s.createStream},
+		{method: "GET", path: pStreams, scope: scopeTenant, summary: "List a namespace's streams", response: "StreamList", status: ok, handle: s.listStreams},
+		{method: "GET", path: pStream, scope: scopeTenant, summary: "Get a stream", response: "StreamSpec", status: ok, handle: s.getStream},
+		{method: "PATCH", path: pStream, scope: scopeTenant, summary: "Change a stream's retention or subscriber queue policy", request: "StreamPatch", response: "StreamSpec", status: ok, handle: s.patchStream},
+		{method: "DELETE", path: pStream, scope: scopeTenant, summary: "Delete a stream", status: gone, handle: s.deleteStream},
+
+		{method: "POST", path: pCaches, scope: scopeTenant, summary: "Create a cache", request: "CacheSpec", response: "CacheSpec", status: created, handle: s.createCache},
+		{method: "GET", path: pCaches, scope: scopeTenant, summary: "List a namespace's caches", response: "CacheList", status: ok, handle: s.listCaches},
+		{method: "GET", path: pCache, scope: scopeTenant, summary: "Get a cache", response: "CacheSpec", status: ok, handle: s.getCache},
+		{method: "DELETE", path: pCache, scope: scopeTenant, summary: "Delete a cache", status: gone, handle: s.deleteCache},
+
+		{method: "POST", path: pTenant + "/tokens", scope: scopeToken, summary: "Mint a Felix token for the tenant", request: "TokenRequest", response: "TokenResponse", status: ok, handle: s.createToken},
+
+		{method: "GET", path: "/v1/catalog/{kind}/snapshot", scope: scopeCluster, summary: "Every live resource of a kind, with the cursor to follow changes from", response: "CatalogPage", status: ok, handle: s.getSnapshot},
+		{method: "GET", path: "/v1/catalog/{kind}/changes", scope: scopeCluster, summary: "Changes of a kind after a cursor",
+			query:    []param{{"since", "integer", "cursor: return changes with a greater sequence number (default 0)"}, {"limit", "integer", "most items to return (default 1000, at most 10000)"}},
+			response: "CatalogPage", status: ok, handle: s.getChanges},
+	}
+}
