@@ -1,0 +1,79 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// BenchmarkPublishFanout publishes one batch of 64 × 4 KiB payloads per
+// op to N subscribers; each subscriber takes its envelope and the shared
+// binary frame, as a subscription writer would.
+func BenchmarkPublishFanout(b *testing.B) {
+	const perBatch, size = 64, 4 << 10
+	batch := make([][]byte, perBatch)
+	for i := range batch {
+		batch[i] = make([]byte, size)
+	}
+	flags := wire.FlagBinaryEventBatchShared
+	for _, n := range []int{1, 10, 1000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			br := NewBroker(Config{})
+			defer br.Close()
+			br.ApplyStream(wire.StreamSpec{TenantID: "t", Namespace: "n", Stream: "s"})
+			st, _ := br.Stream(StreamKey{"t", "n", "s"})
+			sh, _ := st.Shard(0)
+			subs := make([]*Subscriber, n)
+			for i := range subs {
+				subs[i], _ = sh.Subscribe(SubscribeOptions{})
+			}
+			ctx := context.Background()
+			b.SetBytes(perBatch * size)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sh.Publish(ctx, batch, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				for _, s := range subs {
+					e, ok := s.TryNext()
+					if !ok {
+						b.Fatal("subscriber missed a batch")
+					}
+					_ = e.Frame(flags)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkCacheGetPut(b *testing.B) {
+	br := NewBroker(Config{})
+	defer br.Close()
+	br.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "n", Cache: "c"})
+	c, _ := br.Cache(CacheKey{"t", "n", "c"})
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	value := make([]byte, 256)
+	now := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			k := keys[i%len(keys)]
+			if i%4 == 0 {
+				if err := c.Put(k, value, time.Minute, now); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				c.Get(k, now)
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,212 @@
+package core
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// CacheKey names a cache.
+type CacheKey struct{ Tenant, Namespace, Cache string }
+
+// Cache is an in-memory key/value cache with optional per-entry TTL. Keys
+// are spread over lock shards by FNV-1a hash; the entry and byte bounds
+// apply to the whole cache. An entry's size is len(key)+len(value).
+// Expiry is an absolute time: an entry whose expiry has passed is absent
+// to every reader and is removed by the first Get/Delete/Sweep to see it.
+type Cache struct {
+	key CacheKey
+	// maxEntries and maxBytes are the bounds. Invariant: entries <=
+	// maxEntries and bytes <= maxBytes, except transiently after a limit
+	// was lowered.
+	maxEntries atomic.Int64
+	maxBytes   atomic.Int64
+	// entries and bytes count what the shards hold, expired entries
+	// included until removed.
+	entries atomic.Int64
+	bytes   atomic.Int64
+	mask    uint64
+	shards  []cacheShard
+}
+
+type cacheShard struct {
+	mu sync.Mutex
+	m  map[string]cacheEntry
+	_  [48]byte // keep neighbouring locks off one cache line
+}
+
+type cacheEntry struct {
+	value []byte
+	// expiresAt is the expiry in Unix nanoseconds; 0 means never.
+	expiresAt int64
+}
+
+func (e cacheEntry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.expiresAt }
+
+func entrySize(key string, value []byte) int64 { return int64(len(key) + len(value)) }
+
+func newCache(k CacheKey, shards int, maxEntries, maxBytes int64) *Cache {
+	c := &Cache{key: k, mask: uint64(shards - 1), shards: make([]cacheShard, shards)}
+	for i := range c.shards {
+		c.shards[i].m = map[string]cacheEntry{}
+	}
+	c.setLimits(maxEntries, maxBytes)
+	return c
+}
+
+func (c *Cache) setLimits(maxEntries, maxBytes int64) {
+	c.maxEntries.Store(maxEntries)
+	c.maxBytes.Store(maxBytes)
+}
+
+// Key returns the cache's name.
+func (c *Cache) Key() CacheKey { return c.key }
+
+// Limits returns the cache's entry and byte bounds.
+func (c *Cache) Limits() (maxEntries, maxBytes int64) {
+	return c.maxEntries.Load(), c.maxBytes.Load()
+}
+
+func (c *Cache) shard(key string) *cacheShard {
+	return &c.shards[fnv1a64String(key)&c.mask]
+}
+
+// Put stores a copy of value under key, replacing any previous value; ttl
+// 0 means no expiry. A write that would pass the cache's bounds (counting
+// only the size difference when it replaces a key) is refused with an
+// overloaded *wire.Error, detail reason "cache_full"; one entry larger
+// than the whole byte bound is refused as invalid_request.
+func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) error {
+	if ttl < 0 {
+		return wire.NewError(wire.CodeInvalidRequest, "negative ttl %v", ttl)
+	}
+	size := entrySize(key, value)
+	if size > c.maxBytes.Load() {
+		return wire.NewError(wire.CodeInvalidRequest, "cache entry of %d bytes exceeds the cache's %d byte bound", size, c.maxBytes.Load()).
+			WithDetail("reason", "value_too_large")
+	}
+	e := cacheEntry{value: append(make([]byte, 0, len(value)), value...), expiresAt: expiry(now, ttl)}
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.reserve(s, key, size) {
+		c.sweepLocked(s, now.UnixNano())
+		if !c.reserve(s, key, size) {
+			return c.fullError()
+		}
+	}
+	s.m[key] = e
+	return nil
+}
+
+func expiry(now time.Time, ttl time.Duration) int64 {
+	if ttl == 0 {
+		return 0
+	}
+	n := now.UnixNano()
+	if n > math.MaxInt64-int64(ttl) {
+		return math.MaxInt64
+	}
+	return n + int64(ttl)
+}
+
+// reserve accounts for writing an entry of size under key in s (whose lock
+// the caller holds), or reports that the bounds would be passed.
+func (c *Cache) reserve(s *cacheShard, key string, size int64) bool {
+	var dEntries, dBytes int64 = 1, size
+	if old, ok := s.m[key]; ok {
+		dEntries, dBytes = 0, size-entrySize(key, old.value)
+	}
+	if dEntries > 0 && c.entries.Add(dEntries) > c.maxEntries.Load() {
+		c.entries.Add(-dEntries)
+		return false
+	}
+	if dBytes > 0 && c.bytes.Add(dBytes) > c.maxBytes.Load() {
+		c.bytes.Add(-dBytes)
+		c.entries.Add(-dEntries)
+		return false
+	}
+	if dBytes <= 0 {
+		c.bytes.Add(dBytes)
+	}
+	return true
+}
+
+func (c *Cache) fullError() error {
+	return wire.NewError(wire.CodeOverloaded, "cache %s is full (%d entries, %d bytes)", c.key.Cache, c.entries.Load(), c.bytes.Load()).
+		WithDetail("reason", "cache_full")
+}
+
+// Get returns the value under key; an expired entry is absent (and
+// removed). The returned slice is shared with the cache: do not modify it.
+func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[key]
+	if !ok {
+		return nil, false
+	}
+	if e.expired(now.UnixNano()) {
+		c.removeLocked(s, key, e)
+		return nil, false
+	}
+	return e.value, true
+}
+
+// Delete removes key and returns the value it held; an expired entry is
+// removed but reported absent.
+func (c *Cache) Delete(key string, now time.Time) ([]byte, bool) {
+	s := c.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[key]
+	if !ok {
+		return nil, false
+	}
+	c.removeLocked(s, key, e)
+	if e.expired(now.UnixNano()) {
+		return nil, false
+	}
+	return e.value, true
+}
+
+func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry) {
+	delete(s.m, key)
+	c.entries.Add(-1)
+	c.bytes.Add(-entrySize(key, e.value))
+}
+
+// Sweep removes every entry expired at now and returns how many it
+// removed. It takes one lock shard at a time.
+func (c *Cache) Sweep(now time.Time) int {
+	n := 0
+	ns := now.UnixNano()
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += c.sweepLocked(s, ns)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (c *Cache) sweepLocked(s *cacheShard, now int64) int {
+	n := 0
+	for k, e := range s.m {
+		if e.expired(now) {
+			c.removeLocked(s, k, e)
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns the entries and bytes held, counting expired entries not
+// yet removed.
+func (c *Cache) Len() (entries int64, bytes int64) {
+	return c.entries.Load(), c.bytes.Load()
+}

@@ -1,0 +1,70 @@
+// Package core is Felix's transport-independent broker core: the registry
+// of streams and caches, shards with ordered publish and fanout, bounded
+// subscriber queues, the per-shard replay ring and the in-memory cache.
+// It does no I/O and starts no goroutines; roles/broker drives it.
+//
+// # Registry
+//
+// A Broker maps StreamKey to *Stream and CacheKey to *Cache under one
+// mutex that only the registry operations (Apply*, Remove*, lookups)
+// take. Callers look a stream or cache up once and then work on it
+// directly. ApplyStream on an existing stream changes its overflow policy
+// in place; a different shard count replaces the stream and ends the old
+// one's subscribers with ErrStreamDeleted. RemoveTenant and
+// RemoveNamespace remove everything below them.
+//
+// # Publishing
+//
+// A keyed publish picks its shard with Stream.ShardForKey (jump consistent
+// hash of FNV-1a-64 of the key). Shard.Publish then runs two steps under
+// the shard's commit turn:
+//
+//  1. claim: check the shard is live and take the batch's offsets (a
+//     durable log will append here);
+//  2. complete: append the batch to the replay ring and enqueue one shared
+//     *Envelope to every subscriber in the registry snapshot.
+//
+// Because the turn is held through fanout, every subscriber sees batches
+// in offset order, and offsets are contiguous from 0 in each shard. The
+// publish path reads subscribers from an atomically swapped immutable
+// snapshot and never takes the registry mutex.
+//
+// # Overflow
+//
+// Each subscriber queue is bounded by items (Config.SubQueueCapacity or
+// SubscribeOptions.Capacity) and payload bytes (Config.SubQueueMaxBytes);
+// an empty queue admits one envelope of any size so nothing is
+// undeliverable. The stream's QueuePolicy decides what a full queue does:
+// DropNew drops the arriving batch for that subscriber only (counted in
+// Subscriber.Dropped and felix_sub_queue_dropped_total); DropOld does the
+// same and is also counted in felix_sub_queue_drop_old_emulated_total;
+// Block queues the batch to everyone with room first and then waits,
+// bounded by the publisher's context, on the full ones. Under Block one
+// stalled subscriber therefore stalls every publisher of its shard; a
+// subscriber that ends releases the waiter.
+//
+// # Subscribing
+//
+// Shard.Subscribe takes the replay backlog its start position asks for
+// and registers the subscriber under the commit turn, so between backlog
+// and live batches there is no gap and no duplicate. The backlog is queued
+// above the queue's bounds and is never dropped; the ring's own bounds
+// (Config.ReplayRingMaxBatches, ReplayRingMaxBytes) limit it. A consumer
+// reads with Next, or waits on Ready and drains with TryNext. Done closes
+// when the subscriber ends; after a stream deletion the envelopes already
+// queued remain readable before Next reports ErrStreamDeleted.
+//
+// # Encoding once
+//
+// An Envelope is shared by every subscriber and the ring. Envelope.Frame
+// encodes the event frame for a given flags value at most once and hands
+// the same bytes to every caller; FramesEncoded counts encodes.
+//
+// # Caches
+//
+// A Cache holds values copied on Put, with an optional TTL stored as an
+// absolute expiry. Expired entries are absent to Get and Delete and are
+// removed by them or by Sweep; the caller passes "now" explicitly.
+// MaxEntries and MaxBytes bound each cache; a write past them is refused
+// with overloaded / reason "cache_full".
+package core

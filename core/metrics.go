@@ -1,0 +1,40 @@
+package core
+
+import (
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Process-wide counters (VictoriaMetrics default set).
+var (
+	// subQueueDropped counts every batch dropped on the subscribe path,
+	// whatever the policy.
+	subQueueDropped = metrics.GetOrCreateCounter("felix_sub_queue_dropped_total")
+	// dropOldEmulated counts the drops of DropOld streams, which behave as
+	// DropNew.
+	dropOldEmulated = metrics.GetOrCreateCounter("felix_sub_queue_drop_old_emulated_total")
+	// subscribeDropped counts subscribers the broker ended (stream deleted
+	// or replaced, broker closed), as opposed to closed by their owner.
+	subscribeDropped = metrics.GetOrCreateCounter("felix_subscribe_dropped_total")
+	// framesEncodedMetric mirrors framesEncoded.
+	framesEncodedMetric = metrics.GetOrCreateCounter("felix_event_frames_encoded_total")
+)
+
+var framesEncoded atomic.Uint64
+
+// FramesEncoded returns how many event frames this process has encoded
+// (each Envelope encodes at most once per distinct flags value).
+func FramesEncoded() uint64 { return framesEncoded.Load() }
+
+func countFrameEncoded() {
+	framesEncoded.Add(1)
+	framesEncodedMetric.Inc()
+}
+
+func countDrop(p QueuePolicy) {
+	subQueueDropped.Inc()
+	if p == DropOld {
+		dropOldEmulated.Inc()
+	}
+}

@@ -1,0 +1,139 @@
+package core
+
+import (
+	"context"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// SubscribeOptions says where a subscription starts and how deep its
+// queue is.
+type SubscribeOptions struct {
+	// Start is latest (the zero value), earliest (the oldest batch the
+	// replay ring holds) or an offset.
+	Start wire.StartPosition
+	// Capacity is the queue's item bound; 0 means Config.SubQueueCapacity.
+	// It is clamped to MaxSubQueueCapacity.
+	Capacity int
+}
+
+// Subscribe registers a subscriber; see SubscribeContext.
+func (sh *Shard) Subscribe(opts SubscribeOptions) (*Subscriber, error) {
+	return sh.SubscribeContext(context.Background(), opts)
+}
+
+// SubscribeContext registers a subscriber, waiting for the commit turn
+// until ctx is done. The replay backlog the start position asks for is
+// taken and the subscriber registered under one commit turn, so the
+// subscriber sees every record from its StartOffset on exactly once:
+// the backlog first, then live batches.
+//
+// StartEarliest queues everything the ring retains. StartOffset n queues
+// the ring from n (cutting the batch that holds n); n older than the ring
+// is refused with invalid_request, detail reason "too_old" and "earliest";
+// n past the next offset with reason "in_future" and "next". StartLatest
+// queues nothing from the ring. A backlog longer than the queue's bounds
+// is queued whole, above them.
+func (sh *Shard) SubscribeContext(ctx context.Context, opts SubscribeOptions) (*Subscriber, error) {
+	if err := sh.acquireTurn(ctx); err != nil {
+		return nil, err
+	}
+	defer sh.releaseTurn()
+	backlog, err := sh.backlogFor(opts.Start)
+	if err != nil {
+		return nil, err
+	}
+	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes)
+	s.liveOffset = sh.next
+	s.startOffset = sh.next
+	if len(backlog) > 0 {
+		s.startOffset = backlog[0].BaseOffset
+		s.q.preload(backlog)
+	}
+	if !sh.register(s) {
+		return nil, errStreamGone(sh.stream.key)
+	}
+	return s, nil
+}
+
+func (sh *Shard) capacityFor(asked int) int {
+	if asked <= 0 {
+		return sh.stream.cfg.SubQueueCapacity
+	}
+	return min(asked, MaxSubQueueCapacity)
+}
+
+// backlogFor returns the ring batches a start position asks for. Caller
+// holds the commit turn.
+func (sh *Shard) backlogFor(start wire.StartPosition) ([]*Envelope, error) {
+	earliest := sh.ring.earliest(sh.next)
+	switch start.Kind {
+	case wire.StartEarliest:
+		return sh.ring.from(earliest), nil
+	case wire.StartOffset:
+		n := start.Offset
+		switch {
+		case n > sh.next:
+			return nil, wire.NewError(wire.CodeInvalidRequest, "offset %d is past the shard's next offset %d", n, sh.next).
+				WithDetail("reason", "in_future").WithDetail("next", sh.next)
+		case n < earliest:
+			return nil, wire.NewError(wire.CodeInvalidRequest, "offset %d is older than the oldest retained offset %d", n, earliest).
+				WithDetail("reason", "too_old").WithDetail("earliest", earliest)
+		case n == sh.next:
+			return nil, nil
+		}
+		return sh.ring.from(n), nil
+	default:
+		return nil, nil
+	}
+}
+
+// register adds s to the registry and republishes the snapshot; false if
+// the shard has closed.
+func (sh *Shard) register(s *Subscriber) bool {
+	sh.subsMu.Lock()
+	defer sh.subsMu.Unlock()
+	if sh.closed.Load() {
+		return false
+	}
+	sh.subs = append(sh.subs, s)
+	sh.publishSnapshotLocked()
+	return true
+}
+
+// unregister removes s if it is still registered.
+func (sh *Shard) unregister(s *Subscriber) {
+	sh.subsMu.Lock()
+	defer sh.subsMu.Unlock()
+	for i, x := range sh.subs {
+		if x == s {
+			sh.subs = append(sh.subs[:i:i], sh.subs[i+1:]...)
+			sh.publishSnapshotLocked()
+			return
+		}
+	}
+}
+
+// publishSnapshotLocked stores a fresh copy of subs for publishers; the
+// previous snapshot is never modified, so a fanout in progress keeps a
+// consistent view.
+func (sh *Shard) publishSnapshotLocked() {
+	snap := make([]*Subscriber, len(sh.subs))
+	copy(snap, sh.subs)
+	sh.snapshot.Store(&snap)
+}
+
+// close marks the shard gone and ends every subscriber with err. It does
+// not wait for the commit turn, so a publisher blocked on a full queue is
+// released rather than waited for.
+func (sh *Shard) close(err error, discard bool) {
+	sh.subsMu.Lock()
+	sh.closed.Store(true)
+	subs := sh.subs
+	sh.subs = nil
+	sh.publishSnapshotLocked()
+	sh.subsMu.Unlock()
+	for _, s := range subs {
+		s.endBy(err, discard)
+	}
+}
