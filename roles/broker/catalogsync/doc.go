@@ -1,0 +1,35 @@
+// Package catalogsync keeps a broker's registries in step with the
+// control plane's catalog.
+//
+// A Source serves, per catalog kind, a full snapshot and a feed of
+// changes after a cursor, plus the JWKS the broker verifies tokens with.
+// NewHTTPSource reads them from the control plane's REST API; the control
+// plane's Service satisfies Source directly when both roles share a
+// process.
+//
+// Syncer.SyncOnce does one pass over the kinds in wire.CatalogKinds order
+// (tenants, namespaces, caches, streams), so parents are applied before
+// their children:
+//
+//   - A kind seen for the first time is read from a snapshot: every item is
+//     applied and the snapshot's cursor kept.
+//   - Afterwards the kind's changes after its cursor are applied in order,
+//     page by page (at most MaxPagesPerPass pages per pass). The cursor
+//     moves only after a page has been applied, so a failed fetch is simply
+//     fetched again on the next pass.
+//   - A changes page marked Reset means the feed no longer reaches back to
+//     the cursor: a fresh snapshot is taken and whatever the broker knew
+//     that the snapshot lacks is removed.
+//   - The JWKS is fetched on every pass and handed to OnJWKS.
+//
+// Kinds are independent: a failing kind does not stop the others, so the
+// catalog is eventually consistent per kind, not transactional across
+// kinds. A page with a malformed item is refused whole (nothing applied,
+// cursor kept). An Applier error for one item is reported but does not
+// hold the cursor back, because applying the same item again would fail
+// the same way.
+//
+// Synced becomes true after the first pass in which every fetch
+// succeeded. Run repeats SyncOnce on a ticker and logs a failure once per
+// streak of the same error, and the recovery when it ends.
+package catalogsync

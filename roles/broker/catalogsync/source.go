@@ -1,0 +1,155 @@
+package catalogsync
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// Source serves the catalog feeds and the JWKS.
+type Source interface {
+	// Snapshot returns every live resource of kind with the cursor to
+	// continue from.
+	Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error)
+	// Changes returns the changes of kind after cursor since, oldest
+	// first, or a page with Reset set when they are no longer kept.
+	Changes(ctx context.Context, kind wire.CatalogKind, since uint64) (*wire.CatalogPage, error)
+	// JWKS returns the JSON Web Key Set tokens are signed with.
+	JWKS(ctx context.Context) ([]byte, error)
+}
+
+// MaxResponseBytes bounds a control plane response body.
+const MaxResponseBytes = 64 << 20
+
+// defaultHTTPTimeout applies when NewHTTPSource gets no client.
+const defaultHTTPTimeout = 30 * time.Second
+
+type httpSource struct {
+	base    string
+	token   func() string
+	client  *http.Client
+	maxBody int64 // MaxResponseBytes; tests lower it
+}
+
+// NewHTTPSource returns a Source reading the control plane at baseURL
+// (for example "http://127.0.0.1:5080"). Every request carries
+// "Authorization: Bearer <token()>" when token is non-nil and returns a
+// non-empty string. A nil client means one with a 30s timeout.
+func NewHTTPSource(baseURL string, token func() string, client *http.Client) Source {
+	if client == nil {
+		client = &http.Client{Timeout: defaultHTTPTimeout}
+	}
+	return &httpSource{base: strings.TrimRight(baseURL, "/"), token: token, client: client, maxBody: MaxResponseBytes}
+}
+
+func (h *httpSource) Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
+	return h.page(ctx, kind, "/v1/catalog/"+url.PathEscape(string(kind))+"/snapshot")
+}
+
+func (h *httpSource) Changes(ctx context.Context, kind wire.CatalogKind, since uint64) (*wire.CatalogPage, error) {
+	path := "/v1/catalog/" + url.PathEscape(string(kind)) + "/changes?since=" + strconv.FormatUint(since, 10)
+	return h.page(ctx, kind, path)
+}
+
+func (h *httpSource) JWKS(ctx context.Context) ([]byte, error) {
+	return h.get(ctx, "/v1/jwks")
+}
+
+// page fetches and decodes one catalog page of kind.
+func (h *httpSource) page(ctx context.Context, kind wire.CatalogKind, path string) (*wire.CatalogPage, error) {
+	b, err := h.get(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var p wire.CatalogPage
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("catalogsync: GET %s: decode page: %w", path, err)
+	}
+	if p.Kind != "" && p.Kind != kind {
+		return nil, fmt.Errorf("catalogsync: GET %s: page of kind %q, want %q", path, p.Kind, kind)
+	}
+	p.Kind = kind
+	return &p, nil
+}
+
+// get performs one authenticated GET and returns the body of a 2xx answer.
+func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if h.token != nil {
+		if tok := h.token(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("catalogsync: GET %s: read body: %w", path, err)
+	}
+	if int64(len(b)) > h.maxBody {
+		return nil, fmt.Errorf("catalogsync: GET %s: response larger than %d bytes", path, h.maxBody)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("catalogsync: GET %s: HTTP %d: %w", path, resp.StatusCode, errorFromBody(resp.StatusCode, b))
+	}
+	return b, nil
+}
+
+// errorFromBody turns a control plane error answer
+// {"error":{"code":...,"message":...,"retry":...}} into a *wire.Error. A
+// body of another shape is quoted (shortened) in the message.
+func errorFromBody(status int, b []byte) *wire.Error {
+	var body struct {
+		Error *struct {
+			Code    wire.Code       `json:"code"`
+			Message string          `json:"message"`
+			Retry   wire.RetryClass `json:"retry"`
+			Detail  json.RawMessage `json:"detail"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && body.Error != nil {
+		e := body.Error
+		return wire.ErrorFromFields(e.Code, e.Retry, e.Message, e.Detail)
+	}
+	const maxQuote = 256
+	text := strings.TrimSpace(string(b))
+	if len(text) > maxQuote {
+		text = text[:maxQuote] + "..."
+	}
+	if text == "" {
+		text = http.StatusText(status)
+	}
+	return wire.NewError(codeForStatus(status), "%s", text)
+}
+
+func codeForStatus(status int) wire.Code {
+	switch status {
+	case http.StatusUnauthorized:
+		return wire.CodeUnauthorized
+	case http.StatusForbidden:
+		return wire.CodeForbidden
+	case http.StatusNotFound:
+		return wire.CodeNotFound
+	case http.StatusBadRequest:
+		return wire.CodeInvalidRequest
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return wire.CodeOverloaded
+	default:
+		return wire.CodeInternal
+	}
+}
