@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// Typed calls of the control plane's REST API.
+
+// CreateTenant creates a tenant.
+func (a *AdminClient) CreateTenant(ctx context.Context, t wire.Tenant) (wire.Tenant, error) {
+	return create(ctx, a, apiPath("tenants"), t)
+}
+
+// Tenants lists every tenant.
+func (a *AdminClient) Tenants(ctx context.Context) ([]wire.Tenant, error) {
+	return list[wire.Tenant](ctx, a, apiPath("tenants"), "tenants")
+}
+
+// Tenant fetches one tenant.
+func (a *AdminClient) Tenant(ctx context.Context, id string) (wire.Tenant, error) {
+	return get[wire.Tenant](ctx, a, apiPath("tenants", id))
+}
+
+// DeleteTenant deletes a tenant; recursive also deletes what it holds.
+func (a *AdminClient) DeleteTenant(ctx context.Context, id string, recursive bool) error {
+	return a.delete(ctx, apiPath("tenants", id), recursive)
+}
+
+// CreateNamespace creates a namespace in a tenant.
+func (a *AdminClient) CreateNamespace(ctx context.Context, tenant, ns string) (wire.Namespace, error) {
+	return create(ctx, a, apiPath("tenants", tenant, "namespaces"), wire.Namespace{TenantID: tenant, Namespace: ns})
+}
+
+// Namespaces lists a tenant's namespaces.
+func (a *AdminClient) Namespaces(ctx context.Context, tenant string) ([]wire.Namespace, error) {
+	return list[wire.Namespace](ctx, a, apiPath("tenants", tenant, "namespaces"), "namespaces")
+}
+
+// Namespace fetches one namespace.
+func (a *AdminClient) Namespace(ctx context.Context, tenant, ns string) (wire.Namespace, error) {
+	return get[wire.Namespace](ctx, a, apiPath("tenants", tenant, "namespaces", ns))
+}
+
+// DeleteNamespace deletes a namespace; recursive also deletes its streams
+// and caches.
+func (a *AdminClient) DeleteNamespace(ctx context.Context, tenant, ns string, recursive bool) error {
+	return a.delete(ctx, apiPath("tenants", tenant, "namespaces", ns), recursive)
+}
+
+// CreateStream creates the stream s names (tenant and namespace included).
+func (a *AdminClient) CreateStream(ctx context.Context, s wire.StreamSpec) (wire.StreamSpec, error) {
+	return create(ctx, a, apiPath("tenants", s.TenantID, "namespaces", s.Namespace, "streams"), s)
+}
+
+// Streams lists a namespace's streams.
+func (a *AdminClient) Streams(ctx context.Context, tenant, ns string) ([]wire.StreamSpec, error) {
+	return list[wire.StreamSpec](ctx, a, apiPath("tenants", tenant, "namespaces", ns, "streams"), "streams")
+}
+
+// Stream fetches one stream.
+func (a *AdminClient) Stream(ctx context.Context, tenant, ns, stream string) (wire.StreamSpec, error) {
+	return get[wire.StreamSpec](ctx, a, apiPath("tenants", tenant, "namespaces", ns, "streams", stream))
+}
+
+// DeleteStream deletes a stream.
+func (a *AdminClient) DeleteStream(ctx context.Context, tenant, ns, stream string) error {
+	return a.delete(ctx, apiPath("tenants", tenant, "namespaces", ns, "streams", stream), false)
+}
+
+// CreateCache creates the cache c names.
+func (a *AdminClient) CreateCache(ctx context.Context, c wire.CacheSpec) (wire.CacheSpec, error) {
+	return create(ctx, a, apiPath("tenants", c.TenantID, "namespaces", c.Namespace, "caches"), c)
+}
+
+// Caches lists a namespace's caches.
+func (a *AdminClient) Caches(ctx context.Context, tenant, ns string) ([]wire.CacheSpec, error) {
+	return list[wire.CacheSpec](ctx, a, apiPath("tenants", tenant, "namespaces", ns, "caches"), "caches")
+}
+
+// Cache fetches one cache.
+func (a *AdminClient) Cache(ctx context.Context, tenant, ns, cache string) (wire.CacheSpec, error) {
+	return get[wire.CacheSpec](ctx, a, apiPath("tenants", tenant, "namespaces", ns, "caches", cache))
+}
+
+// DeleteCache deletes a cache.
+func (a *AdminClient) DeleteCache(ctx context.Context, tenant, ns, cache string) error {
+	return a.delete(ctx, apiPath("tenants", tenant, "namespaces", ns, "caches", cache), false)
+}
+
+// TokenRequest asks the control plane to mint a token for a tenant.
+type TokenRequest struct {
+	Subject    string   `json:"sub"`
+	Perms      []string `json:"perms"`
+	TTLSeconds int64    `json:"ttl_seconds,omitempty"`
+}
+
+// TokenResponse is a minted token and when it expires (RFC 3339).
+type TokenResponse struct {
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// CreateToken mints a token for tenant.
+func (a *AdminClient) CreateToken(ctx context.Context, tenant string, r TokenRequest) (TokenResponse, error) {
+	var out TokenResponse
+	err := a.do(ctx, "POST", apiPath("tenants", tenant, "tokens"), nil, r, &out)
+	return out, err
+}
+
+// ttlSeconds rounds a TTL up to whole seconds.
+func ttlSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}

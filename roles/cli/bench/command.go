@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	felixcli "github.com/felixmq/felix/roles/cli"
+)
+
+// Command returns `felix bench` with one subcommand per scenario.
+func Command() *cli.Command {
+	dur := &cli.DurationFlag{Name: "duration", Usage: "how long to run the load (bounded to 10 minutes)", Value: 5 * time.Second}
+	payload := &cli.IntFlag{Name: "payload", Usage: "payload size in bytes", Value: 4096}
+	policy := &cli.StringFlag{Name: "policy", Usage: "the benchmark stream's subscriber queue policy: drop_new, block or drop_old", Value: "block"}
+	withClient := func(fs ...cli.Flag) []cli.Flag {
+		return append(append(fs, felixcli.OutputFlag()), felixcli.ClientFlags()...)
+	}
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure a running broker (pubsub, fanout, latency, cache) or the QUIC transport itself (quic-raw)",
+		Description: "Each scenario creates its own uniquely named stream or cache through the control plane, drives\n" +
+			"load for --duration, deletes what it created and prints its figures (-o json for machines).\n" +
+			"For lossless pub/sub figures start the broker with FELIX_PUB_INGRESS_WAIT=true; for more than\n" +
+			"256 connections raise FELIX_MAX_CONNECTIONS_PER_SOURCE.\n\n" +
+			"   felix bench quic-raw --duration 5s\n" +
+			"   felix bench pubsub --payload 4096 --batch 64 --duration 10s\n" +
+			"   felix bench fanout --subscribers 1000 --rate 100",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "pubsub",
+				Usage: "one publisher and one subscriber: MB/s and msgs/s published and delivered, and loss",
+				Flags: withClient(dur, payload, policy,
+					&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch", Value: 64},
+					&cli.BoolFlag{Name: "acked", Usage: "wait for an acknowledgement of every batch"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runPubSub(ctx, t, pubsubParams{payload: c.Int("payload"), batch: max(1, c.Int("batch")),
+							acked: c.Bool("acked"), duration: bounded(c.Duration("duration")), policy: c.String("policy")})
+					})
+				},
+			},
+			{
+				Name:  "fanout",
+				Usage: "one publisher at a fixed rate to N subscribers: deliveries/s and publish-to-delivery p50/p99",
+				Flags: withClient(dur, policy,
+					&cli.IntFlag{Name: "subscribers", Value: 100, Usage: "number of subscribers"},
+					&cli.IntFlag{Name: "connections", Usage: "connections the subscribers share (default: one each)"},
+					&cli.IntFlag{Name: "rate", Value: 100, Usage: "messages per second"},
+					&cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes (at least 16)"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runFanout(ctx, t, fanoutParams{subscribers: max(1, c.Int("subscribers")), connections: c.Int("connections"),
+							rate: max(1, c.Int("rate")), payload: c.Int("payload"), duration: bounded(c.Duration("duration")), policy: c.String("policy")})
+					})
+				},
+			},
+			{
+				Name:  "latency",
+				Usage: "one acknowledged publish at a time: p50/p99/p999",
+				Flags: withClient(dur, &cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes"},
+					&cli.IntFlag{Name: "count", Value: 100000, Usage: "stop after this many publishes"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runLatency(ctx, t, c.Int("payload"), c.Int("count"), bounded(c.Duration("duration")))
+					})
+				},
+			},
+			{
+				Name:  "cache",
+				Usage: "get/put operations per second with N requests in flight",
+				Flags: withClient(dur, &cli.IntFlag{Name: "inflight", Value: 32, Usage: "requests in flight"},
+					&cli.IntFlag{Name: "value", Value: 256, Usage: "value size in bytes"},
+					&cli.IntFlag{Name: "keys", Value: 10000, Usage: "distinct keys"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runCache(ctx, t, max(1, c.Int("inflight")), c.Int("value"), max(1, c.Int("keys")), bounded(c.Duration("duration")))
+					})
+				},
+			},
+			{
+				Name:  "quic-raw",
+				Usage: "bulk bytes on one QUIC stream between two endpoints on loopback: the transport's ceiling",
+				Flags: []cli.Flag{dur, &cli.IntFlag{Name: "chunk", Value: 256 << 10, Usage: "bytes per write"},
+					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"}},
+				Action: func(c *cli.Context) error {
+					ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+					defer cancel()
+					r, err := runQUICRaw(ctx, bounded(c.Duration("duration")), max(1024, c.Int("chunk")))
+					if err != nil {
+						return err
+					}
+					return report(c, r)
+				},
+			},
+		},
+	}
+}
+
+func bounded(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 5 * time.Second
+	}
+	return min(d, 10*time.Minute)
+}
+
+func run(c *cli.Context, f func(context.Context, *target) (*result, error)) error {
+	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	s, err := felixcli.LoadClientSettings(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := s.SDKConfig()
+	if err != nil {
+		return err
+	}
+	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Timeout: 10 * time.Second}}}
+	r, err := f(ctx, t)
+	if err != nil {
+		return err
+	}
+	return report(c, r)
+}
+
+func report(c *cli.Context, r *result) error {
+	if c.String("output") == "json" {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.App.Writer, string(b))
+		return nil
+	}
+	fmt.Fprint(c.App.Writer, r.text())
+	return nil
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/felixmq/felix/sdk/felix"
+)
+
+// connectTimeout bounds dialing and authenticating to the broker.
+const connectTimeout = 10 * time.Second
+
+// brokerClient is the part of *felix.Client the commands use.
+type brokerClient interface {
+	Publish(ctx context.Context, namespace, stream string, payload []byte, ack felix.AckMode) error
+	PublishKeyed(ctx context.Context, namespace, stream string, key, payload []byte, ack felix.AckMode) error
+	SubscribeFrom(ctx context.Context, namespace, stream string, o felix.SubscribeOptions) (eventSource, error)
+	CachePut(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration) error
+	CacheGet(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)
+	CacheDelete(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)
+	Finish(ctx context.Context) error
+	Close() error
+}
+
+// eventSource is the part of *felix.Subscription the commands use.
+type eventSource interface {
+	Next(ctx context.Context) (felix.Event, error)
+	Close() error
+}
+
+type connectFunc func(ctx context.Context, s Settings) (brokerClient, error)
+
+// sdkClient adapts *felix.Client to brokerClient.
+type sdkClient struct{ *felix.Client }
+
+func (c sdkClient) SubscribeFrom(ctx context.Context, namespace, stream string, o felix.SubscribeOptions) (eventSource, error) {
+	sub, err := c.Client.SubscribeFrom(ctx, namespace, stream, o)
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// dialBroker connects the Go client with the settings' broker, CA and token.
+func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
+	cfg, err := s.SDKConfig()
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	c, err := felix.Connect(dctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to broker %s: %w", s.Broker, err)
+	}
+	return patientClient{sdkClient{c}}, nil
+}
+
+// withBroker resolves the settings, connects, runs fn and closes the
+// client, rendering any failure for the user.
+func withBroker(ctx context.Context, tk toolkit, s Settings, fn func(brokerClient) error) error {
+	bc, err := tk.connect(ctx, s)
+	if err != nil {
+		return exitError(err)
+	}
+	err = fn(bc)
+	if cerr := bc.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return exitError(err)
+}

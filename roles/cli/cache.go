@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"github.com/urfave/cli/v2"
+)
+
+func cacheCommand(tk toolkit) *cli.Command {
+	return group(&cli.Command{
+		Name:      "cache",
+		Usage:     "put, get and delete keys of a cache",
+		UsageText: "felix cache put|get|delete CACHE KEY [VALUE]",
+		Description: "Reads and writes keys of a cache in the current tenant and namespace (create the cache\n" +
+			"first with felix admin cache create). Example:\n\n" +
+			"   felix cache put sessions user-1 '{\"cart\":3}' --ttl 30m\n" +
+			"   felix cache get sessions user-1",
+		Subcommands: []*cli.Command{cachePutCommand(tk), cacheGetCommand(tk), cacheDeleteCommand(tk)},
+	})
+}
+
+func cachePutCommand(tk toolkit) *cli.Command {
+	return leaf(&cli.Command{
+		Name:        "put",
+		Usage:       "set a key's value",
+		ArgsUsage:   "CACHE KEY VALUE",
+		UsageText:   "felix cache put CACHE KEY VALUE [--ttl 30s]",
+		Description: "Stores VALUE under KEY; --ttl makes it expire. Example:\n\n   felix cache put sessions user-1 online --ttl 30s",
+		Flags:       clientFlags(&cli.DurationFlag{Name: "ttl", Usage: "expire the value after `DURATION`", DefaultText: "never"}),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 3, 3); err != nil {
+				return err
+			}
+			if c.Duration("ttl") < 0 {
+				return usageErrorf(c, "--ttl must not be negative")
+			}
+			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				a := c.Args()
+				return bc.CachePut(c.Context, s.Namespace, a.Get(0), a.Get(1), []byte(a.Get(2)), c.Duration("ttl"))
+			})
+		},
+	})
+}
+
+func cacheGetCommand(tk toolkit) *cli.Command {
+	return leaf(&cli.Command{
+		Name:      "get",
+		Usage:     "print a key's value",
+		ArgsUsage: "CACHE KEY",
+		UsageText: "felix cache get CACHE KEY [-o json]",
+		Description: "Prints the value stored under KEY. An absent key prints \"not found\" on standard error\n" +
+			"and exits with code 1. Example:\n\n   felix cache get sessions user-1",
+		Flags: clientFlags(),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 2, 2); err != nil {
+				return err
+			}
+			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				cache, key := c.Args().Get(0), c.Args().Get(1)
+				v, ok, err := bc.CacheGet(c.Context, s.Namespace, cache, key)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return cli.Exit("not found", exitGeneric)
+				}
+				return printValue(p, cache, key, v, true)
+			})
+		},
+	})
+}
+
+func cacheDeleteCommand(tk toolkit) *cli.Command {
+	return leaf(&cli.Command{
+		Name:      "delete",
+		Aliases:   []string{"del", "rm"},
+		Usage:     "remove a key and print the value it held",
+		ArgsUsage: "CACHE KEY",
+		UsageText: "felix cache delete CACHE KEY [-o json]",
+		Description: "Removes KEY and prints the value it held, or \"not found\" when there was none.\n" +
+			"Example:\n\n   felix cache delete sessions user-1",
+		Flags: clientFlags(),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 2, 2); err != nil {
+				return err
+			}
+			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				cache, key := c.Args().Get(0), c.Args().Get(1)
+				v, ok, err := bc.CacheDelete(c.Context, s.Namespace, cache, key)
+				if err != nil {
+					return err
+				}
+				return printValue(p, cache, key, v, ok)
+			})
+		},
+	})
+}
+
+// withCache runs fn with a connected client, the settings and a printer.
+func withCache(c *cli.Context, tk toolkit, fn func(brokerClient, Settings, printer) error) error {
+	p, err := newPrinter(c)
+	if err != nil {
+		return err
+	}
+	s, err := LoadClientSettings(c)
+	if err != nil {
+		return exitError(err)
+	}
+	return withBroker(c.Context, tk, s, func(bc brokerClient) error { return fn(bc, s, p) })
+}
+
+// printValue prints a cache value: the raw value in text ("not found"
+// when there is none), or {"cache","key","found","value"} in JSON.
+func printValue(p printer, cache, key string, v []byte, found bool) error {
+	if p.json {
+		m := map[string]any{"cache": cache, "key": key, "found": found}
+		if found {
+			bytesField(m, "value", v)
+		}
+		return p.JSON(m)
+	}
+	if !found {
+		return p.Line("not found")
+	}
+	if _, err := p.w.Write(v); err != nil {
+		return err
+	}
+	return p.Line("")
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"runtime"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// BuildInfo is the version stamped into the binary.
+type BuildInfo struct{ Version, Commit, Date string }
+
+// toolkit is what the commands reach the outside world through; tests
+// replace the broker connection with a fake.
+type toolkit struct {
+	connect connectFunc
+}
+
+// Commands returns every client-side command: admin, pub, sub, cache and
+// version.
+func Commands(build BuildInfo) []*cli.Command {
+	return commands(build, toolkit{connect: dialBroker})
+}
+
+func commands(build BuildInfo, tk toolkit) []*cli.Command {
+	return []*cli.Command{
+		adminCommand(),
+		pubCommand(tk),
+		subCommand(tk),
+		cacheCommand(tk),
+		versionCommand(build),
+	}
+}
+
+// leaf finishes a command that runs an action: flag errors exit with code
+// 2, and there is no "help" subcommand, so `felix sub help` subscribes to
+// a stream called help instead of printing usage (--help still does).
+func leaf(cmd *cli.Command) *cli.Command {
+	cmd.HideHelpCommand = true
+	cmd.OnUsageError = onUsageError
+	return cmd
+}
+
+// group finishes a command that only holds subcommands: without one it
+// prints its help, and an unknown one is a usage error.
+func group(cmd *cli.Command) *cli.Command {
+	cmd.OnUsageError = onUsageError
+	cmd.Action = func(c *cli.Context) error {
+		if c.Args().Present() {
+			return usageErrorf(c, "unknown command %q", c.Args().First())
+		}
+		return cli.ShowSubcommandHelp(c)
+	}
+	return cmd
+}
+
+// clientFlags are ClientFlags plus -o and extra.
+func clientFlags(extra ...cli.Flag) []cli.Flag {
+	return append(append(ClientFlags(), OutputFlag()), extra...)
+}
+
+// needArgs checks the positional argument count: at least min, and at
+// most max unless max is negative.
+func needArgs(c *cli.Context, min, max int) error {
+	n := c.NArg()
+	want := strings.TrimSpace(c.Command.ArgsUsage)
+	if want == "" {
+		want = "no arguments"
+	}
+	switch {
+	case n < min:
+		return usageErrorf(c, "expected %s", want)
+	case max >= 0 && n > max:
+		return usageErrorf(c, "unexpected argument %q (expected %s)", c.Args().Get(max), want)
+	}
+	return nil
+}
+
+func versionCommand(build BuildInfo) *cli.Command {
+	return leaf(&cli.Command{
+		Name:      "version",
+		Usage:     "print the version, commit and build date",
+		UsageText: "felix version [-o json]",
+		Description: "Prints what this binary was built from. Example:\n\n" +
+			"   felix version -o json",
+		Flags: []cli.Flag{OutputFlag()},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 0, 0); err != nil {
+				return err
+			}
+			p, err := newPrinter(c)
+			if err != nil {
+				return err
+			}
+			return printVersion(p, build)
+		},
+	})
+}
+
+func printVersion(p printer, b BuildInfo) error {
+	if p.json {
+		return p.JSON(map[string]string{"version": b.Version, "commit": b.Commit, "date": b.Date, "go": runtime.Version()})
+	}
+	return p.Line("felix %s\ncommit: %s\nbuilt:  %s\ngo:     %s", b.Version, b.Commit, b.Date, runtime.Version())
+}

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/felixmq/felix/sdk/felix"
+)
+
+var felixEnv = []string{
+	"FELIX_BROKER_ADDR", "FELIX_CONTROLPLANE_URL", "FELIX_CA_FILE", "FELIX_TOKEN_FILE",
+	"FELIX_TOKEN", "FELIX_TENANT", "FELIX_NAMESPACE", "FELIX_DATA_DIR",
+}
+
+// clearEnv blanks every FELIX_* variable the commands read (an empty
+// value counts as unset) for the duration of the test.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range felixEnv {
+		t.Setenv(k, "")
+	}
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// exitCode is what serve.Main would exit with.
+func (r result) exitCode() int {
+	if r.err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(r.err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+func (r result) message() string {
+	if r.err == nil {
+		return ""
+	}
+	return r.err.Error()
+}
+
+// run runs a felix app holding the client commands on args (without the
+// program name), after PermuteArgs, the way serve.Main does.
+func run(t *testing.T, tk toolkit, stdin io.Reader, args ...string) result {
+	t.Helper()
+	return runCtx(context.Background(), tk, stdin, args...)
+}
+
+// runCtx is run with a context, for commands that end when it does.
+func runCtx(ctx context.Context, tk toolkit, stdin io.Reader, args ...string) result {
+	var out, errb bytes.Buffer
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	app := &cli.App{
+		Name:           "felix",
+		Commands:       commands(BuildInfo{Version: "1.2.3", Commit: "abc123", Date: "2026-11-29"}, tk),
+		Writer:         &out,
+		ErrWriter:      &errb,
+		Reader:         stdin,
+		HideVersion:    true,
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.RunContext(ctx, PermuteArgs(app, append([]string{"felix"}, args...)))
+	return result{stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+// fakeBroker stands in for the Go client.
+type fakeBroker struct {
+	mu        sync.Mutex
+	settings  Settings
+	published []string
+	keys      []string
+	acks      []felix.AckMode
+	finished  int
+	closed    bool
+	cache     map[string]string
+	events    []felix.Event
+	subOpts   felix.SubscribeOptions
+	subStream string
+	// idle, when set, is closed once the subscription has handed out
+	// every event and waits for more.
+	idle chan struct{}
+}
+
+func (f *fakeBroker) toolkit() toolkit {
+	return toolkit{connect: func(_ context.Context, s Settings) (brokerClient, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.settings = s
+		return f, nil
+	}}
+}
+
+func (f *fakeBroker) Publish(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) error {
+	return f.PublishKeyed(ctx, ns, stream, nil, payload, ack)
+}
+
+func (f *fakeBroker) PublishKeyed(_ context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.published = append(f.published, string(payload))
+	f.keys = append(f.keys, string(key))
+	f.acks = append(f.acks, ack)
+	return nil
+}
+
+func (f *fakeBroker) SubscribeFrom(_ context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subOpts, f.subStream = o, stream
+	return &fakeSub{events: f.events, idle: f.idle}, nil
+}
+
+func (f *fakeBroker) CachePut(_ context.Context, ns, cache, key string, value []byte, ttl time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cache == nil {
+		f.cache = map[string]string{}
+	}
+	f.cache[cache+"/"+key] = string(value)
+	return nil
+}
+
+func (f *fakeBroker) CacheGet(_ context.Context, ns, cache, key string) ([]byte, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.cache[cache+"/"+key]
+	return []byte(v), ok, nil
+}
+
+func (f *fakeBroker) CacheDelete(_ context.Context, ns, cache, key string) ([]byte, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.cache[cache+"/"+key]
+	delete(f.cache, cache+"/"+key)
+	return []byte(v), ok, nil
+}
+
+func (f *fakeBroker) Finish(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finished++
+	return nil
+}
+
+func (f *fakeBroker) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+// fakeSub hands out its events, then blocks until ctx ends.
+type fakeSub struct {
+	events []felix.Event
+	idle   chan struct{}
+	closed bool
+}
+
+func (s *fakeSub) Next(ctx context.Context) (felix.Event, error) {
+	if len(s.events) > 0 {
+		ev := s.events[0]
+		s.events = s.events[1:]
+		return ev, nil
+	}
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	<-ctx.Done()
+	return felix.Event{}, ctx.Err()
+}
+
+func (s *fakeSub) Close() error { s.closed = true; return nil }

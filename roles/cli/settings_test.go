@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// writeClientDir makes a data directory with client.json and a token file.
+func writeClientDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cf := `{"broker_addr":"file:7000","controlplane_url":"http://file:8081","ca_file":"tls/ca.pem",
+		"token_file":"admin.token","tenant":"filetenant","namespace":"filens"}`
+	if err := os.WriteFile(filepath.Join(dir, clientFileName), []byte(cf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte("  file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// loadSettings runs a command with the client flags on args and returns
+// what LoadClientSettings resolved.
+func loadSettings(t *testing.T, args ...string) (Settings, error) {
+	t.Helper()
+	var s Settings
+	var lerr error
+	app := &cli.App{
+		Name: "felix",
+		Commands: []*cli.Command{{
+			Name:  "probe",
+			Flags: ClientFlags(),
+			Action: func(c *cli.Context) error {
+				s, lerr = LoadClientSettings(c)
+				return nil
+			},
+		}},
+	}
+	if err := app.Run(append([]string{"felix", "probe"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return s, lerr
+}
+
+func TestSettingsFromClientFile(t *testing.T) {
+	clearEnv(t)
+	dir := writeClientDir(t)
+	s, err := loadSettings(t, "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{
+		Broker: "file:7000", ControlPlane: "http://file:8081", CAFile: filepath.Join(dir, "tls/ca.pem"),
+		TokenFile: filepath.Join(dir, "admin.token"), Token: "file-token", Tenant: "filetenant", Namespace: "filens",
+	}
+	s.clientFile = ""
+	if s != want {
+		t.Fatalf("got  %+v\nwant %+v", s, want)
+	}
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	clearEnv(t)
+	dir := writeClientDir(t)
+	other := t.TempDir()
+	envToken := filepath.Join(other, "env.token")
+	flagToken := filepath.Join(other, "flag.token")
+	os.WriteFile(envToken, []byte("env-token"), 0o600)
+	os.WriteFile(flagToken, []byte("flag-token\n"), 0o600)
+
+	t.Setenv("FELIX_DATA_DIR", dir)
+	t.Setenv("FELIX_BROKER_ADDR", "env:7000")
+	t.Setenv("FELIX_TENANT", "envtenant")
+	t.Setenv("FELIX_TOKEN_FILE", envToken)
+	s, err := loadSettings(t, "--broker", "flag:7000", "--namespace", "flagns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"broker (flag over env)", s.Broker, "flag:7000"},
+		{"tenant (env over file)", s.Tenant, "envtenant"},
+		{"namespace (flag over file)", s.Namespace, "flagns"},
+		{"controlplane (file)", s.ControlPlane, "http://file:8081"},
+		{"token (env file over client.json)", s.Token, "env-token"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+
+	s, err = loadSettings(t, "--token-file", flagToken)
+	if err != nil || s.Token != "flag-token" || s.TokenFile != flagToken {
+		t.Fatalf("token flag: %+v %v", s, err)
+	}
+
+	t.Setenv("FELIX_TOKEN_FILE", "")
+	t.Setenv("FELIX_TOKEN", " raw-token ")
+	if s, err = loadSettings(t); err != nil || s.Token != "raw-token" {
+		t.Fatalf("FELIX_TOKEN: %+v %v", s, err)
+	}
+}
+
+func TestSettingsMissing(t *testing.T) {
+	clearEnv(t)
+	s, err := loadSettings(t, "--data-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Tenant != "default" || s.Namespace != "default" {
+		t.Fatalf("defaults: %+v", s)
+	}
+	_, err = s.SDKConfig()
+	if err == nil || !strings.Contains(err.Error(), "--broker") || !strings.Contains(err.Error(), "FELIX_BROKER_ADDR") ||
+		!strings.Contains(err.Error(), "client.json") {
+		t.Fatalf("SDKConfig without broker: %v", err)
+	}
+	s.Broker = "127.0.0.1:1"
+	if _, err = s.SDKConfig(); err == nil || !strings.Contains(err.Error(), "--token-file") {
+		t.Fatalf("SDKConfig without token: %v", err)
+	}
+	s.Token = "t"
+	if cfg, err := s.SDKConfig(); err != nil || cfg.Addr != "127.0.0.1:1" || cfg.Tenant != "default" || cfg.RootCAs == nil {
+		t.Fatalf("SDKConfig: %+v %v", cfg, err)
+	}
+	if _, err := NewAdminClient(s); err == nil || !strings.Contains(err.Error(), "--controlplane") {
+		t.Fatalf("admin client without URL: %v", err)
+	}
+}
+
+func TestSettingsBadFiles(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, clientFileName), []byte("{not json"), 0o644)
+	if _, err := loadSettings(t, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "client.json") {
+		t.Fatalf("malformed client.json: %v", err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.token")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	if _, err := loadSettings(t, "--data-dir", t.TempDir(), "--token-file", empty); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty token file: %v", err)
+	}
+	if _, err := loadSettings(t, "--data-dir", t.TempDir(), "--token-file", filepath.Join(dir, "nope")); err == nil {
+		t.Fatal("missing token file accepted")
+	}
+}
