@@ -79,7 +79,10 @@ func (p *BinaryPublish) AppendFrame(dst []byte, flags uint16) []byte {
 	return dst
 }
 
-// Validate checks that every name and the key fit their u16 length prefix.
+// Validate checks that every name and the key fit their u16 length prefix
+// and that the whole body fits a frame's u32 length. It does not apply a
+// FrameReader limit; that is the sender's to check against what it
+// negotiated.
 func (p *BinaryPublish) Validate() error {
 	for _, s := range []string{p.TenantID, p.Namespace, p.Stream} {
 		if len(s) > math.MaxUint16 {
@@ -89,14 +92,18 @@ func (p *BinaryPublish) Validate() error {
 	if len(p.Key) > math.MaxUint16 {
 		return NewError(CodeInvalidRequest, "key longer than 65535 bytes")
 	}
-	if len(p.Payloads) > math.MaxUint32 {
+	if uint64(len(p.Payloads)) > math.MaxUint32 {
 		return NewError(CodeInvalidRequest, "too many payloads")
+	}
+	if uint64(p.BodyLen(PublishFlags(true, true))) > math.MaxUint32 {
+		return NewError(CodeInvalidRequest, "publish batch longer than a frame can declare")
 	}
 	return nil
 }
 
 // ParseBinaryPublish decodes a binary publish body under flags. Payloads
-// and key alias b.
+// and key alias b. A keyed frame with key_len 0 decodes with a nil Key.
+// The whole body must be consumed: trailing bytes are malformed.
 func ParseBinaryPublish(flags uint16, b []byte) (BinaryPublish, error) {
 	var p BinaryPublish
 	r := reader{b: b}
@@ -104,7 +111,11 @@ func ParseBinaryPublish(flags uint16, b []byte) (BinaryPublish, error) {
 		p.RequestID = r.u64()
 	}
 	if flags&FlagBinaryPublishKeyed != 0 {
-		p.Key = r.bytes16()
+		// An empty key is no key, as in the JSON publish, where an empty
+		// key is left out.
+		if k := r.bytes16(); len(k) > 0 {
+			p.Key = k
+		}
 	}
 	p.TenantID = string(r.bytes16())
 	p.Namespace = string(r.bytes16())
@@ -240,7 +251,10 @@ func ParseEventBatchWithID(b []byte) (subscriptionID uint64, payloads [][]byte, 
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes after event batch")
 	}
-	return subscriptionID, payloads, r.err
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	return subscriptionID, payloads, nil
 }
 
 // AppendEventBatchWithIDFrame appends a FLAG_BINARY_EVENT_BATCH frame.

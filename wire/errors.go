@@ -49,12 +49,16 @@ const (
 )
 
 // DefaultRetry is the retry class a code carries unless the sender says
-// otherwise.
+// otherwise. overloaded and not_found ask for a wait first; shard_unavailable
+// and draining were refused before anything was applied and may be sent
+// again at once (elsewhere, for draining); stale_width and stale_claim are
+// retried after the client refreshes what it knows. An unknown code is
+// fatal.
 func DefaultRetry(c Code) RetryClass {
 	switch c {
-	case CodeOverloaded, CodeNotFound, CodeShardUnavailable, CodeDraining:
+	case CodeOverloaded, CodeNotFound:
 		return RetryRetryAfter
-	case CodeStaleWidth, CodeStaleClaim:
+	case CodeShardUnavailable, CodeDraining, CodeStaleWidth, CodeStaleClaim:
 		return RetryRetry
 	case CodeNotLeader:
 		return RetryRedirect
@@ -104,14 +108,23 @@ func (e *Error) Is(target error) bool {
 }
 
 // ErrorMessage converts e to the JSON error message. Without
-// FEATURE_ERROR_CODES negotiated, only type and message are sent.
+// FEATURE_ERROR_CODES negotiated, only type and message are sent. With it,
+// an empty code is sent as internal and an empty retry class as the code's
+// default, so a peer always gets both.
 func (e *Error) ErrorMessage(withCodes bool) *ErrorMsg {
+	code := e.Code
+	if code == "" {
+		code = CodeInternal
+	}
 	m := &ErrorMsg{Message: e.Message}
 	if m.Message == "" {
-		m.Message = string(e.Code)
+		m.Message = string(code)
 	}
 	if withCodes {
-		m.Code, m.Retry = e.Code, e.Retry
+		m.Code, m.Retry = code, e.Retry
+		if m.Retry == "" {
+			m.Retry = DefaultRetry(code)
+		}
 		m.Detail = detailJSON(e.Detail)
 	}
 	return m

@@ -15,9 +15,11 @@ const (
 	DefaultMaxFrameBytes        = 16 << 20 // FELIX_MAX_FRAME_BYTES default
 )
 
-// Errors from frame parsing. Each is also an *Error with code
-// invalid_request when surfaced to a peer; these sentinels let callers tell
-// them apart with errors.Is.
+// Errors from frame parsing. The errors ParseFrameHeader and FrameReader
+// return match these sentinels with errors.Is, and each also unwraps to an
+// *Error with code invalid_request (errors.As), ready to send to the peer
+// before the stream is closed: after any of them the stream is out of step
+// and cannot be read further.
 var (
 	ErrShortHeader   = errors.New("wire: incomplete frame header")
 	ErrBadMagic      = errors.New("wire: bad frame magic")
@@ -34,13 +36,13 @@ type FrameHeader struct {
 // ParseFrameHeader decodes a header from the first 12 bytes of b.
 func ParseFrameHeader(b []byte) (FrameHeader, error) {
 	if len(b) < HeaderLen {
-		return FrameHeader{}, ErrShortHeader
+		return FrameHeader{}, newFrameError(ErrShortHeader, "%d bytes", len(b))
 	}
 	if m := binary.BigEndian.Uint32(b); m != Magic {
-		return FrameHeader{}, fmt.Errorf("%w: %#08x", ErrBadMagic, m)
+		return FrameHeader{}, newFrameError(ErrBadMagic, "%#08x", m)
 	}
 	if v := binary.BigEndian.Uint16(b[4:]); v != Version {
-		return FrameHeader{}, fmt.Errorf("%w: %d", ErrBadVersion, v)
+		return FrameHeader{}, newFrameError(ErrBadVersion, "%d", v)
 	}
 	return FrameHeader{Flags: binary.BigEndian.Uint16(b[6:]), Length: binary.BigEndian.Uint32(b[8:])}, nil
 }
@@ -67,7 +69,11 @@ type Frame struct {
 }
 
 // FrameReader reads frames from a byte stream, refusing any frame whose
-// declared length exceeds its limit before allocating for it.
+// declared length exceeds its limit before allocating for it. A payload up
+// to retainedBufBytes is read into one reused buffer; a longer one is read
+// into a buffer that grows as its bytes arrive, so a peer that declares a
+// large frame and sends little costs little memory, and is not kept after
+// the next call.
 type FrameReader struct {
 	r   io.Reader
 	max uint32
@@ -97,21 +103,62 @@ func (fr *FrameReader) Next() (Frame, error) {
 		return Frame{}, err
 	}
 	if h.Length > fr.max {
-		return Frame{}, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, h.Length, fr.max)
+		return Frame{}, newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
 	}
-	n := int(h.Length)
-	if cap(fr.buf) < n {
-		fr.buf = make([]byte, n)
-	}
-	fr.buf = fr.buf[:n]
-	if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
+	p, err := fr.readPayload(int(h.Length))
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{}, err
 	}
-	return Frame{Flags: h.Flags, Payload: fr.buf}, nil
+	return Frame{Flags: h.Flags, Payload: p}, nil
 }
+
+// retainedBufBytes is the largest payload buffer a FrameReader keeps
+// between calls, and the first chunk of a longer payload.
+const retainedBufBytes = 1 << 20
+
+func (fr *FrameReader) readPayload(n int) ([]byte, error) {
+	if n <= retainedBufBytes {
+		if cap(fr.buf) < n {
+			fr.buf = make([]byte, n)
+		}
+		p := fr.buf[:n]
+		_, err := io.ReadFull(fr.r, p)
+		return p, err
+	}
+	p := make([]byte, retainedBufBytes)
+	read := 0
+	for {
+		m, err := io.ReadFull(fr.r, p[read:])
+		read += m
+		if err != nil {
+			return nil, err
+		}
+		if read == n {
+			return p, nil
+		}
+		grown := make([]byte, min(n, 2*len(p)))
+		copy(grown, p)
+		p = grown
+	}
+}
+
+// frameError is a framing failure: it matches its sentinel with errors.Is
+// and is an *Error with code invalid_request for errors.As.
+type frameError struct {
+	sentinel error
+	werr     *Error
+}
+
+func newFrameError(sentinel error, format string, args ...any) error {
+	msg := sentinel.Error() + ": " + fmt.Sprintf(format, args...)
+	return &frameError{sentinel: sentinel, werr: &Error{Code: CodeInvalidRequest, Retry: RetryFatal, Message: msg}}
+}
+
+func (e *frameError) Error() string   { return e.werr.Message }
+func (e *frameError) Unwrap() []error { return []error{e.sentinel, e.werr} }
 
 // NextOwned is Next with a payload the caller owns.
 func (fr *FrameReader) NextOwned() (Frame, error) {

@@ -281,7 +281,24 @@ func ParseMessage(b []byte) (Message, error) {
 	if err := json.Unmarshal(b, m); err != nil {
 		return nil, NewError(CodeInvalidRequest, "invalid %s message: %v", *head.Type, err)
 	}
+	normalizeKey(m)
 	return m, nil
+}
+
+// normalizeKey makes an empty routing key ("key":"") the same as no key,
+// which is also what the encoder sends for an empty key (it leaves it out)
+// and what the binary decoder returns for key_len 0.
+func normalizeKey(m Message) {
+	switch v := m.(type) {
+	case *Publish:
+		if len(v.Key) == 0 {
+			v.Key = nil
+		}
+	case *PublishBatch:
+		if len(v.Key) == 0 {
+			v.Key = nil
+		}
+	}
 }
 
 // MarshalMessage returns the JSON object for m, with "type" as its first
@@ -293,6 +310,10 @@ func MarshalMessage(m Message) ([]byte, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("wire: marshal %s: %w", m.MessageType(), err)
+	}
+	if len(body) < 2 || body[0] != '{' {
+		// A nil *T marshals as null; there is no object to add a type to.
+		return nil, fmt.Errorf("wire: marshal %s: not a JSON object", m.MessageType())
 	}
 	out := make([]byte, 0, len(body)+len(m.MessageType())+10)
 	out = append(out, `{"type":"`...)

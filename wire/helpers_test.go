@@ -1,0 +1,107 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func u64p(v uint64) *uint64 { return &v }
+func u32p(v uint32) *uint32 { return &v }
+
+// sampleMessages returns one or more values of every JSON message type,
+// with every optional field both set and unset somewhere in the list.
+func sampleMessages() []Message {
+	return []Message{
+		&Auth{TenantID: "acme", Token: "header.claims.sig", ClientFlags: FlagBinaryEventBatchShared | FlagEventBatchOffsets, Features: FeatureErrorCodes | FeatureUnsupported},
+		&Auth{TenantID: "acme", Token: "t"},
+		&AuthOK{ServerFlags: 0x00db, ServerFeatures: 0x1b, PublishWindow: u32p(256)},
+		&AuthOK{},
+		&Publish{TenantID: "acme", Namespace: "prod", Stream: "events", Payload: []byte("hello"), Key: []byte("user-7"), RequestID: 7, Ack: AckPerMessage},
+		&Publish{TenantID: "acme", Namespace: "prod", Stream: "events", Payload: []byte{}},
+		&PublishBatch{TenantID: "acme", Namespace: "prod", Stream: "events", Payloads: [][]byte{[]byte("a"), {}, {0, 0xff, 0x10}}, Key: []byte{1, 2}, RequestID: 9, Ack: AckPerBatch},
+		&PublishBatch{TenantID: "acme", Namespace: "prod", Stream: "events", Payloads: [][]byte{}, Ack: AckNone},
+		&PublishOK{RequestID: 7, Offset: u64p(100)},
+		&PublishOK{RequestID: 0},
+		&PublishError{RequestID: 7, Message: "stream not found", Code: CodeNotFound, Retry: RetryRetryAfter, Detail: json.RawMessage(`{"reason":"unknown_stream"}`)},
+		&PublishError{RequestID: 8, Message: "forbidden"},
+		&Subscribe{TenantID: "acme", Namespace: "prod", Stream: "events", SubscriptionID: u64p(7), Start: &StartPosition{Kind: StartOffset, Offset: 1200}, Shard: u32p(3)},
+		&Subscribe{TenantID: "acme", Namespace: "prod", Stream: "events", Start: &StartPosition{Kind: StartEarliest}},
+		&Subscribe{TenantID: "acme", Namespace: "prod", Stream: "events", Start: &StartPosition{Kind: StartLatest}},
+		&Subscribe{TenantID: "acme", Namespace: "prod", Stream: "events"},
+		&Subscribed{SubscriptionID: 7, StartOffset: u64p(1200), LiveOffset: u64p(1350)},
+		&Subscribed{SubscriptionID: 8},
+		&EventStreamHello{SubscriptionID: 1<<64 - 1},
+		&Event{TenantID: "acme", Namespace: "prod", Stream: "events", Payload: []byte("e"), Offset: u64p(3)},
+		&Event{TenantID: "acme", Namespace: "prod", Stream: "events", Payload: []byte{}},
+		&EventBatch{TenantID: "acme", Namespace: "prod", Stream: "events", Payloads: [][]byte{[]byte("x"), []byte("y")}, BaseOffset: u64p(10), SkippedBefore: u64p(2)},
+		&EventBatch{TenantID: "acme", Namespace: "prod", Stream: "events", Payloads: [][]byte{[]byte("x")}},
+		&CachePut{TenantID: "acme", Namespace: "prod", Cache: "sessions", Key: "s-1", Value: []byte("v"), TTLMs: u64p(3_600_000), RequestID: 1},
+		&CachePut{TenantID: "acme", Namespace: "prod", Cache: "sessions", Key: "s-1", Value: []byte{}, RequestID: 2},
+		&CacheGet{TenantID: "acme", Namespace: "prod", Cache: "sessions", Key: "s-1", RequestID: 3},
+		&CacheDelete{TenantID: "acme", Namespace: "prod", Cache: "sessions", Key: "s-1", RequestID: 4},
+		&CacheOK{RequestID: 1},
+		&CacheValue{RequestID: 3, Key: "s-1", Value: []byte("v")},
+		&CacheValue{RequestID: 3, Key: "s-1", Value: nil},
+		&CacheValue{RequestID: 3, Key: "s-1", Value: []byte{}},
+		&ErrorMsg{Message: "publish queue full", Code: CodeOverloaded, Retry: RetryRetryAfter, Detail: json.RawMessage(`{"reason":"publish_queue_full","retry_after_ms":10}`), RequestID: u64p(4)},
+		&ErrorMsg{Message: "auth required"},
+		&Unsupported{RequestType: "topology", RequestID: u64p(3)},
+		&Unsupported{RequestType: "topology"},
+	}
+}
+
+// wantInvalid fails unless err is an *Error with code invalid_request.
+func wantInvalid(t *testing.T, err error) {
+	t.Helper()
+	var we *Error
+	if !errors.As(err, &we) {
+		t.Fatalf("error %v (%T) is not a *wire.Error", err, err)
+	}
+	if we.Code != CodeInvalidRequest || we.Retry != RetryFatal {
+		t.Fatalf("error %v: code %q retry %q, want invalid_request fatal", err, we.Code, we.Retry)
+	}
+}
+
+// canonicalMessage returns m with every json.RawMessage field replaced by
+// a canonical encoding, so messages that differ only in how their detail's
+// JSON was spelled compare equal.
+func canonicalMessage(t testing.TB, m Message) Message {
+	t.Helper()
+	switch v := m.(type) {
+	case *ErrorMsg:
+		c := *v
+		c.Detail = canonicalJSON(t, c.Detail)
+		return &c
+	case *PublishError:
+		c := *v
+		c.Detail = canonicalJSON(t, c.Detail)
+		return &c
+	}
+	return m
+}
+
+func canonicalJSON(t testing.TB, raw json.RawMessage) json.RawMessage {
+	t.Helper()
+	if raw == nil {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("detail %q does not decode: %v", raw, err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("detail %q does not re-encode: %v", raw, err)
+	}
+	return out
+}
+
+func sameMessage(t testing.TB, a, b Message) bool {
+	t.Helper()
+	return reflect.DeepEqual(canonicalMessage(t, a), canonicalMessage(t, b))
+}
