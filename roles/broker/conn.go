@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/sync/semaphore"
+)
+
+// connection is one accepted QUIC connection: its stream accept loops,
+// request streams (control and publish ingress), subscription writers, and
+// its publish byte budget and subscription limit.
+type connection struct {
+	srv    *Server
+	qc     *quic.Conn
+	source string
+	budget *semaphore.Weighted // publish bytes in flight from this connection
+
+	ctx        context.Context // ends when the QUIC connection closes
+	acceptCtx  context.Context
+	stopAccept context.CancelFunc
+	flushCtx   context.Context // ends when subscriptions should flush and finish
+	flushSubs  context.CancelFunc
+
+	acceptWG sync.WaitGroup // the two accept loops
+	requests tracker        // control and ingress streams being served
+	writers  tracker        // subscription event writers
+	subs     atomic.Int64   // subscriptions held, at most MaxSubscriptionsPerConn
+
+	mu          sync.Mutex
+	readers     map[readDeadliner]struct{} // request streams, for the drain
+	interrupted bool
+
+	done chan struct{} // closed once everything above has ended
+}
+
+// readDeadliner is the receive half of a request stream.
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+func newConnection(s *Server, qc *quic.Conn, source string) *connection {
+	c := &connection{
+		srv:     s,
+		qc:      qc,
+		source:  source,
+		budget:  semaphore.NewWeighted(s.cfg.PublishConnInflightBytes),
+		ctx:     qc.Context(),
+		readers: map[readDeadliner]struct{}{},
+		done:    make(chan struct{}),
+	}
+	c.acceptCtx, c.stopAccept = context.WithCancel(c.ctx)
+	c.flushCtx, c.flushSubs = context.WithCancel(c.ctx)
+	return c
+}
+
+// start runs the connection; the server's connWG owns it.
+func (c *connection) start() {
+	c.srv.connWG.Add(1)
+	c.acceptWG.Add(2)
+	go c.acceptBidi()
+	go c.acceptUni()
+	go c.run()
+}
+
+func (c *connection) run() {
+	defer c.srv.connWG.Done()
+	<-c.ctx.Done()
+	c.stopAccept()
+	c.flushSubs()
+	c.acceptWG.Wait()
+	<-c.requests.idleC()
+	<-c.writers.idleC()
+	c.srv.forget(c)
+	close(c.done)
+}
+
+func (c *connection) acceptBidi() {
+	defer c.acceptWG.Done()
+	for {
+		st, err := c.qc.AcceptStream(c.acceptCtx)
+		if err != nil {
+			return
+		}
+		c.requests.add(1)
+		go c.serveControl(st)
+	}
+}
+
+func (c *connection) acceptUni() {
+	defer c.acceptWG.Done()
+	for {
+		rs, err := c.qc.AcceptUniStream(c.acceptCtx)
+		if err != nil {
+			return
+		}
+		c.requests.add(1)
+		go c.serveIngress(rs)
+	}
+}
+
+// track registers a request stream's receive half so the drain can stop
+// its reads; the returned func unregisters it.
+func (c *connection) track(r readDeadliner) func() {
+	c.mu.Lock()
+	c.readers[r] = struct{}{}
+	if c.interrupted {
+		r.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.readers, r)
+		c.mu.Unlock()
+	}
+}
+
+// interruptReads makes every request stream stop reading; each then
+// answers what it has already read and finishes.
+func (c *connection) interruptReads() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.interrupted = true
+	for r := range c.readers {
+		r.SetReadDeadline(time.Now())
+	}
+}
+
+// reserveSub takes a place in the subscription limit.
+func (c *connection) reserveSub() bool {
+	for {
+		n := c.subs.Load()
+		if n >= int64(c.srv.cfg.MaxSubscriptionsPerConn) {
+			return false
+		}
+		if c.subs.CompareAndSwap(n, n+1) {
+			if n == 0 {
+				subConnectionsGauge.Inc()
+			}
+			return true
+		}
+	}
+}
+
+func (c *connection) releaseSub() {
+	if c.subs.Add(-1) == 0 {
+		subConnectionsGauge.Dec()
+	}
+}
+
+// drain ends the connection gracefully: no new streams; the streams in
+// flight get until graceCtx ends to finish by themselves; then they stop
+// reading and answer what they read (bounded by ctx); then subscriptions
+// write what is queued for them and finish (bounded by half of what is
+// left); then the connection is closed with CloseShutdown.
+func (c *connection) drain(ctx, graceCtx context.Context) {
+	c.stopAccept()
+	c.acceptWG.Wait()
+	select {
+	case <-c.requests.idleC():
+	case <-graceCtx.Done():
+	case <-c.done:
+	}
+	c.interruptReads()
+	select {
+	case <-c.requests.idleC():
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	c.flushSubscriptions(ctx)
+	c.linger(ctx)
+	c.qc.CloseWithError(CloseShutdown, "shutdown")
+	<-c.done
+}
+
+// Linger bounds: how long the connection must have sent nothing before
+// it is closed, and the longest linger.
+const (
+	lingerQuietMin = 30 * time.Millisecond
+	lingerMax      = 2 * time.Second
+)
+
+// linger gives the last answers and events time to reach the peer before
+// the connection is closed, since closing discards unsent stream data.
+// quic-go does not say when sent data has been acknowledged, so linger
+// watches the bytes sent: it returns once nothing has been sent for a few
+// round trips (everything written went out and was acknowledged, or is
+// stuck behind the peer's flow control), when the peer closes, or after at
+// most lingerMax or half the budget left.
+func (c *connection) linger(ctx context.Context) {
+	deadline, _ := ctx.Deadline()
+	limit := time.Now().Add(min(lingerMax, time.Until(deadline)/2))
+	stats := c.qc.ConnectionStats()
+	quiet := max(4*stats.SmoothedRTT, lingerQuietMin)
+	sent, lastSend := stats.BytesSent, time.Now()
+	tick := time.NewTicker(quiet / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if s := c.qc.ConnectionStats().BytesSent; s != sent {
+				sent, lastSend = s, now
+			}
+			if now.Sub(lastSend) >= quiet || now.After(limit) {
+				return
+			}
+		}
+	}
+}
+
+// flushSubscriptions asks every subscription to write what is queued and
+// finish its event stream, and waits for them for half the budget left.
+func (c *connection) flushSubscriptions(ctx context.Context) {
+	c.flushSubs()
+	deadline, _ := ctx.Deadline()
+	fctx, cancel := context.WithTimeout(ctx, time.Until(deadline)/2)
+	defer cancel()
+	select {
+	case <-c.writers.idleC():
+	case <-fctx.Done():
+	}
+}

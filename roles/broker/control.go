@@ -1,0 +1,193 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/wire"
+)
+
+// What the broker advertises in auth_ok.
+const (
+	ServerFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
+		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets
+	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete
+)
+
+// binaryPublishFlags are the frame flags a binary publish may carry.
+const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed
+
+// controlStream serves one client-opened stream: a bidirectional control
+// stream (requests and answers) or, with out == nil, a unidirectional
+// publish ingress stream (fire-and-forget publishes, no answers).
+type controlStream struct {
+	c   *connection
+	srv *Server
+	r   io.Reader
+	ctx context.Context // ends with the connection or a failed write
+	out *streamWriter   // nil on an ingress stream
+
+	// Set by the auth frame. id is nil until auth succeeded.
+	id          *auth.Identity
+	clientFlags uint16
+	features    uint64
+	ackOnCommit bool
+}
+
+// loopEnd says how a request stream's read loop ended.
+type loopEnd int
+
+const (
+	endClean   loopEnd = iota // EOF, drain, or the connection went
+	endRefused                // the broker refused the stream; cancel the peer's sends
+)
+
+func (c *connection) serveControl(st *quic.Stream) {
+	defer c.requests.done()
+	defer c.track(st)()
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	cs := &controlStream{c: c, srv: c.srv, r: st, ctx: ctx}
+	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, cancel)
+	end := cs.loop()
+	cs.out.waitOwed(ctx)
+	cs.out.stop()
+	if end == endRefused {
+		st.CancelRead(StreamCodeRefused)
+	}
+	st.Close()
+}
+
+func (c *connection) serveIngress(rs *quic.ReceiveStream) {
+	defer c.requests.done()
+	defer c.track(rs)()
+	cs := &controlStream{c: c, srv: c.srv, r: rs, ctx: c.ctx}
+	if cs.loop() == endRefused {
+		rs.CancelRead(StreamCodeRefused)
+	}
+}
+
+// loop reads and handles frames until the stream ends or is refused.
+func (cs *controlStream) loop() loopEnd {
+	fr := wire.NewFrameReader(cs.r, cs.srv.cfg.MaxFrameBytes)
+	for {
+		f, err := fr.Next()
+		if err != nil {
+			return cs.readFailed(err)
+		}
+		if !cs.handleFrame(f) {
+			return endRefused
+		}
+	}
+}
+
+// readFailed answers a framing error; other read errors end quietly.
+func (cs *controlStream) readFailed(err error) loopEnd {
+	switch {
+	case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrBadVersion):
+		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "%v", err), nil)
+		return endRefused
+	default:
+		return endClean
+	}
+}
+
+// handleFrame serves one frame; false means the stream is refused.
+func (cs *controlStream) handleFrame(f wire.Frame) bool {
+	if cs.id == nil {
+		return cs.handleAuth(f)
+	}
+	if f.Flags != 0 {
+		return cs.handleBinary(f)
+	}
+	msg, err := wire.ParseMessage(f.Payload)
+	if err != nil {
+		cs.replyBadRequest(f.Payload, asWireError(err))
+		return true
+	}
+	if cs.out == nil {
+		return cs.handleIngressMessage(msg)
+	}
+	switch m := msg.(type) {
+	case *wire.Publish:
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, m.RequestID, m.Ack, m)
+	case *wire.PublishBatch:
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, m.RequestID, m.Ack, m)
+	case *wire.Subscribe:
+		if e := cs.handleSubscribe(m); e != nil {
+			cs.sendError(e, nil)
+		}
+	case *wire.CachePut:
+		cs.handleCachePut(m)
+	case *wire.CacheGet:
+		cs.handleCacheGet(m)
+	case *wire.CacheDelete:
+		cs.handleCacheDelete(m)
+	case *wire.Auth:
+		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "stream is already authenticated"), nil)
+	default:
+		return cs.handleUnknown(msg.MessageType(), f.Payload)
+	}
+	return true
+}
+
+// handleIngressMessage serves a JSON frame on an ingress stream: only
+// publishes, never answered.
+func (cs *controlStream) handleIngressMessage(msg wire.Message) bool {
+	switch m := msg.(type) {
+	case *wire.Publish:
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, 0, wire.AckNone, m)
+	case *wire.PublishBatch:
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, 0, wire.AckNone, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// handleUnknown answers a request type the broker does not serve:
+// unsupported when the client offered FEATURE_UNSUPPORTED, otherwise the
+// stream is refused.
+func (cs *controlStream) handleUnknown(typ string, raw []byte) bool {
+	if cs.features&wire.FeatureUnsupported == 0 {
+		cs.sendError(wire.NewError(wire.CodeUnsupported, "unknown request type %q", typ), nil)
+		return false
+	}
+	_, reqID := sniffRequest(raw)
+	cs.sendMsg(&wire.Unsupported{RequestType: typ, RequestID: reqID})
+	return true
+}
+
+// handleAuth serves the first frame, which must be a JSON auth.
+func (cs *controlStream) handleAuth(f wire.Frame) bool {
+	var m *wire.Auth
+	if f.Flags == 0 {
+		if msg, err := wire.ParseMessage(f.Payload); err == nil {
+			m, _ = msg.(*wire.Auth)
+		}
+	}
+	if m == nil {
+		authFailures.Inc()
+		cs.sendError(wire.NewError(wire.CodeUnauthorized, "auth required"), nil)
+		return false
+	}
+	cs.clientFlags, cs.features = m.ClientFlags, m.Features
+	id, err := cs.srv.verifier.Verify(cs.ctx, m.Token, m.TenantID)
+	if err != nil {
+		authFailures.Inc()
+		e := asWireError(err)
+		if e.Code != wire.CodeUnauthorized && e.Code != wire.CodeRevoked {
+			e = wire.NewError(wire.CodeUnauthorized, "%s", e.Message)
+		}
+		cs.sendError(e, nil)
+		return false
+	}
+	cs.id = id
+	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
+	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: ServerFeatures})
+	return true
+}

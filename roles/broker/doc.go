@@ -1,0 +1,52 @@
+// Package broker is the Felix broker as a network service: a QUIC
+// listener in front of the transport-independent core, with publish
+// admission and scheduling, subscription writers, cache requests, catalog
+// sync and the HTTP health and metrics endpoints.
+//
+// # Usage
+//
+//	cfg, err := broker.ConfigFromEnv(os.Getenv)     // every bad value reported at once
+//	srv, err := broker.New(cfg, broker.Deps{Catalog: src, TLS: tlsCfg, Logger: log, Verifier: v})
+//	err = srv.Start(ctx)                            // returns once listening
+//	http.ListenAndServe(addr, srv.HTTPHandler())    // /metrics, /live, /ready
+//	<-srv.Synced()                                  // optional: first catalog sync done
+//	err = srv.Shutdown(ctx)                         // drain under ctx's deadline
+//
+// # Streams
+//
+// Every stream a client opens begins with a JSON auth frame. A
+// bidirectional stream is a control loop: requests in, answers out, in the
+// order the broker finishes them (answers carry request ids). One
+// goroutine owns each stream's send half; everything else hands it encoded
+// frames on a bounded channel. A client-opened unidirectional stream
+// carries fire-and-forget publishes only. Each subscription gets a
+// broker-opened unidirectional stream that starts with
+// event_stream_hello; the client reads subscribed on the control stream
+// first.
+//
+// A malformed JSON request is answered with invalid_request and the stream
+// keeps serving; broken framing (bad header, oversized frame, undecodable
+// binary publish) and refused auth end the stream after the error. An
+// unknown request type is answered with unsupported when the client
+// offered FEATURE_UNSUPPORTED and ends the stream otherwise.
+//
+// # Publish admission
+//
+// A publish is authorized, resolved to a stream shard, charged against the
+// connection's and the process's byte budgets and a place in its shard's
+// lane, and queued in the scheduler (fair across tenants). When any of
+// those has no room an acked publish is refused with overloaded (detail
+// reason publish_queue_full) and a fire-and-forget one is dropped and
+// counted, unless FELIX_PUB_INGRESS_WAIT makes it wait. An acked publish
+// is answered when queued, or after the core publish with
+// FELIX_ACK_ON_COMMIT or FEATURE_ACK_ON_COMMIT. A shard's publishes reach
+// the core one at a time in lane order; one waiting on a Block-policy
+// subscriber holds its shard's lane, never a scheduler executor.
+//
+// # Shutdown
+//
+// Shutdown turns readiness off, stops accepting connections and streams,
+// gives in-flight streams half the remaining budget, then stops their
+// reads, answers what was read, lets subscriptions write what is queued,
+// and closes each connection with CloseShutdown. Nothing the server started outlives Shutdown.
+package broker

@@ -1,0 +1,469 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/quic-go/quic-go"
+
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/wire"
+)
+
+const testTenant = "acme"
+
+// fakeSource is an in-memory catalogsync.Source.
+type fakeSource struct {
+	mu         sync.Mutex
+	tenants    []wire.Tenant
+	namespaces []wire.Namespace
+	streams    []wire.StreamSpec
+	caches     []wire.CacheSpec
+	jwks       []byte
+}
+
+func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := &wire.CatalogPage{Kind: kind, Seq: 1}
+	switch kind {
+	case wire.KindTenants:
+		for i := range f.tenants {
+			p.Items = append(p.Items, wire.CatalogItem{Seq: 1, Op: wire.OpPut, Tenant: &f.tenants[i]})
+		}
+	case wire.KindNamespaces:
+		for i := range f.namespaces {
+			p.Items = append(p.Items, wire.CatalogItem{Seq: 1, Op: wire.OpPut, Namespace: &f.namespaces[i]})
+		}
+	case wire.KindStreams:
+		for i := range f.streams {
+			p.Items = append(p.Items, wire.CatalogItem{Seq: 1, Op: wire.OpPut, Stream: &f.streams[i]})
+		}
+	case wire.KindCaches:
+		for i := range f.caches {
+			p.Items = append(p.Items, wire.CatalogItem{Seq: 1, Op: wire.OpPut, Cache: &f.caches[i]})
+		}
+	}
+	return p, nil
+}
+
+func (f *fakeSource) Changes(_ context.Context, kind wire.CatalogKind, since uint64) (*wire.CatalogPage, error) {
+	return &wire.CatalogPage{Kind: kind, Seq: since}, nil
+}
+
+func (f *fakeSource) JWKS(context.Context) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.jwks, nil
+}
+
+// env is one broker under test with its signer and trust.
+type env struct {
+	t      testing.TB
+	srv    *Server
+	signer *auth.Signer
+	roots  *x509.CertPool
+	src    *fakeSource
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.ListenAddr = "127.0.0.1:0"
+	c.CatalogSyncInterval = 50 * time.Millisecond
+	return c
+}
+
+// startEnv starts a broker whose catalog has tenant acme, namespace prod,
+// the given streams (policy drop_new unless set) and cache "sessions".
+func startEnv(t testing.TB, cfg Config, streams ...wire.StreamSpec) *env {
+	t.Helper()
+	key, err := auth.GenerateSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := auth.NewSigner(key)
+	jwks, err := signer.JWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{
+		tenants:    []wire.Tenant{{TenantID: testTenant}, {TenantID: "other"}},
+		namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}, {TenantID: "other", Namespace: "prod"}},
+		caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions"}},
+		jwks:       jwks,
+	}
+	for _, s := range streams {
+		if s.TenantID == "" {
+			s.TenantID, s.Namespace = testTenant, "prod"
+		}
+		if s.Shards == 0 {
+			s.Shards = 1
+		}
+		src.streams = append(src.streams, s)
+	}
+	tlsCfg, roots := testTLS(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(cfg, Deps{Catalog: src, TLS: tlsCfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, srv: srv, signer: signer, roots: roots, src: src}
+	t.Cleanup(func() { e.shutdown() })
+	select {
+	case <-srv.Synced():
+	case <-ctx.Done():
+		t.Fatal("catalog never synced")
+	}
+	return e
+}
+
+func (e *env) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.srv.Shutdown(ctx)
+}
+
+func testTLS(t testing.TB) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "felix test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	return &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}},
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{ALPN},
+	}, roots
+}
+
+// token mints a token for acme with perms.
+func (e *env) token(perms ...string) string {
+	return e.tokenFor(testTenant, time.Now().Add(time.Hour), perms...)
+}
+
+func (e *env) tokenFor(tenant string, exp time.Time, perms ...string) string {
+	e.t.Helper()
+	tok, err := e.signer.Sign(auth.Claims{Subject: "tester", TenantID: tenant, Perms: perms, Expiry: exp,
+		IssuedAt: exp.Add(-2 * time.Hour)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+// dial connects a test client; window bounds its per-stream receive
+// window (0 for quic-go's default).
+func (e *env) dial(window uint64) *quic.Conn {
+	e.t.Helper()
+	qcfg := &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}
+	if window > 0 {
+		qcfg.InitialStreamReceiveWindow, qcfg.MaxStreamReceiveWindow = window, window
+		qcfg.InitialConnectionReceiveWindow, qcfg.MaxConnectionReceiveWindow = 64<<20, 64<<20
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, e.srv.Addr().String(), &tls.Config{RootCAs: e.roots, ServerName: "127.0.0.1", NextProtos: []string{ALPN}}, qcfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { qc.CloseWithError(0, "test done") })
+	return qc
+}
+
+// tstream is a test client's control stream.
+type tstream struct {
+	t  testing.TB
+	st *quic.Stream
+	fr *wire.FrameReader
+}
+
+func openStream(t testing.TB, qc *quic.Conn) *tstream {
+	t.Helper()
+	st, err := qc.OpenStreamSync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tstream{t: t, st: st, fr: wire.NewFrameReader(st, 0)}
+}
+
+func (s *tstream) write(b []byte) {
+	s.t.Helper()
+	if _, err := s.st.Write(b); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *tstream) send(m wire.Message) {
+	s.t.Helper()
+	b, err := wire.AppendMessageFrame(nil, m)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.write(b)
+}
+
+// next reads the next frame, or returns the read error.
+func (s *tstream) next() (wire.Frame, error) {
+	s.st.SetReadDeadline(time.Now().Add(20 * time.Second))
+	return s.fr.NextOwned()
+}
+
+// recv reads the next frame as a JSON message.
+func (s *tstream) recv() wire.Message {
+	s.t.Helper()
+	f, err := s.next()
+	if err != nil {
+		s.t.Fatalf("read: %v", err)
+	}
+	if f.Flags != 0 {
+		s.t.Fatalf("got a binary frame with flags %#x", f.Flags)
+	}
+	m, err := wire.ParseMessage(f.Payload)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return m
+}
+
+// expectEnd checks the broker ended its side of the stream.
+func (s *tstream) expectEnd() {
+	s.t.Helper()
+	_, err := s.next()
+	if err == nil {
+		s.t.Fatal("stream still open: got another frame")
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		s.t.Fatalf("stream still open: %v", err)
+	}
+}
+
+const allFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported
+
+func (s *tstream) auth(tenant, token string, flags uint16, features uint64) wire.Message {
+	s.t.Helper()
+	s.send(&wire.Auth{TenantID: tenant, Token: token, ClientFlags: flags, Features: features})
+	return s.recv()
+}
+
+// authed opens a stream and authenticates it, failing the test on refusal.
+func (e *env) authed(qc *quic.Conn, flags uint16, features uint64, perms ...string) *tstream {
+	e.t.Helper()
+	s := openStream(e.t, qc)
+	m := s.auth(testTenant, e.token(perms...), flags, features)
+	ok, isOK := m.(*wire.AuthOK)
+	if !isOK {
+		e.t.Fatalf("auth refused: %#v", m)
+	}
+	if ok.ServerFlags != ServerFlags || ok.ServerFeatures != ServerFeatures {
+		e.t.Fatalf("auth_ok advertises %#x/%#x", ok.ServerFlags, ok.ServerFeatures)
+	}
+	return s
+}
+
+func binPublish(stream string, acked bool, reqID uint64, payloads ...[]byte) []byte {
+	p := wire.BinaryPublish{RequestID: reqID, TenantID: testTenant, Namespace: "prod", Stream: stream, Payloads: payloads}
+	return p.AppendFrame(nil, wire.PublishFlags(acked, false))
+}
+
+// expectError checks m is an error (or publish_error) with code.
+func expectCode(t testing.TB, m wire.Message, code wire.Code) *wire.Error {
+	t.Helper()
+	var e *wire.Error
+	switch x := m.(type) {
+	case *wire.ErrorMsg:
+		e = x.Err()
+	case *wire.PublishError:
+		e = x.Err()
+	default:
+		t.Fatalf("want error %s, got %T %#v", code, m, m)
+	}
+	if e.Code != code {
+		t.Fatalf("want code %s, got %v", code, e)
+	}
+	return e
+}
+
+// tsub is a test subscription's event stream.
+type tsub struct {
+	t  testing.TB
+	rs *quic.ReceiveStream
+	fr *wire.FrameReader
+	id uint64
+}
+
+// subscribe subscribes on s and accepts the event stream.
+func (e *env) subscribe(qc *quic.Conn, s *tstream, stream string) *tsub {
+	e.t.Helper()
+	s.send(&wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: stream})
+	m := s.recv()
+	sd, ok := m.(*wire.Subscribed)
+	if !ok {
+		e.t.Fatalf("subscribe refused: %#v", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rs, err := qc.AcceptUniStream(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ts := &tsub{t: e.t, rs: rs, fr: wire.NewFrameReader(rs, 0)}
+	f := ts.frame()
+	hm, err := wire.ParseMessage(f.Payload)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h, ok := hm.(*wire.EventStreamHello)
+	if !ok || h.SubscriptionID != sd.SubscriptionID {
+		e.t.Fatalf("hello %#v does not match subscribed %d", hm, sd.SubscriptionID)
+	}
+	ts.id = h.SubscriptionID
+	return ts
+}
+
+func (s *tsub) frame() wire.Frame {
+	s.t.Helper()
+	f, err := s.next()
+	if err != nil {
+		s.t.Fatalf("event stream: %v", err)
+	}
+	return f
+}
+
+func (s *tsub) next() (wire.Frame, error) {
+	s.rs.SetReadDeadline(time.Now().Add(20 * time.Second))
+	return s.fr.NextOwned()
+}
+
+// payloads reads event frames until n payloads arrived.
+func (s *tsub) payloads(n int) [][]byte {
+	s.t.Helper()
+	out, err := s.read(n)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// read is payloads for goroutines other than the test's.
+func (s *tsub) read(n int) ([][]byte, error) {
+	var out [][]byte
+	for len(out) < n {
+		f, err := s.next()
+		if err != nil {
+			return out, fmt.Errorf("event stream after %d payloads: %w", len(out), err)
+		}
+		if f.Flags == 0 {
+			m, err := wire.ParseMessage(f.Payload)
+			if err != nil {
+				return out, err
+			}
+			b, ok := m.(*wire.EventBatch)
+			if !ok {
+				return out, fmt.Errorf("unexpected event stream message %#v", m)
+			}
+			out = append(out, b.Payloads...)
+			continue
+		}
+		b, err := wire.ParseSharedEventBatch(f.Flags, f.Payload)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, b.Payloads...)
+	}
+	return out, nil
+}
+
+func numbered(i int) []byte { return []byte(fmt.Sprintf("msg-%05d", i)) }
+
+func checkOrder(t testing.TB, got [][]byte, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("got %d payloads, want %d", len(got), n)
+	}
+	for i, p := range got {
+		if !bytes.Equal(p, numbered(i)) {
+			t.Fatalf("payload %d is %q", i, p)
+		}
+	}
+}
+
+// metricValue reads one sample from the process's Prometheus text.
+func metricValue(name string) float64 {
+	var b bytes.Buffer
+	metrics.WritePrometheus(&b, false)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// brokerGoroutines lists goroutines running this package's server code.
+// A goroutine that has signalled its owner may still be returning, so the
+// list is retaken until it is empty or a few seconds have passed.
+func brokerGoroutines() []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var out []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "roles/broker.(*") && !strings.Contains(g, "_test.go") {
+				out = append(out, g)
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,44 @@
+package broker
+
+import (
+	"net/http"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// HTTPHandler serves the broker's plain-HTTP endpoints: /metrics
+// (Prometheus text), /live (200 while the process runs) and /ready (200
+// once the first catalog sync finished and until the drain starts, 503
+// otherwise). Everything on it is read-only.
+func (s *Server) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		metrics.WritePrometheus(w, true)
+	})
+	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// Ready reports whether the broker should receive traffic: the first
+// catalog sync has finished and the drain has not started.
+func (s *Server) Ready() bool {
+	if s.drainingF.Load() {
+		return false
+	}
+	select {
+	case <-s.synced:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/felixmq/felix/wire"
+)
+
+func padded(i, size int) []byte {
+	b := make([]byte, size)
+	copy(b, numbered(i))
+	return b
+}
+
+func TestOverloadRefusesAckedAndDropsFireAndForget(t *testing.T) {
+	cfg := testConfig()
+	cfg.Core.SubQueueCapacity = 1
+	cfg.PublishLaneDepth = 2 // the shard's queue: once full it stays full
+	e := startEnv(t, cfg, wire.StreamSpec{Stream: "blocky", SubQueuePolicy: "block"}, wire.StreamSpec{Stream: "free"})
+	// A batch larger than the subscriber's stream window can never be
+	// written, so its writer stalls on the first one for good.
+	stalled := e.dial(16 << 10)
+	e.subscribe(stalled, e.authed(stalled, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "blocky") // never read
+
+	qc := e.dial(0)
+	pub := e.authed(qc, 0, allFeatures, pubAll)
+	const metric = `felix_tenant_publish_queue_full_total{tenant="acme"}`
+	before := metricValue(metric)
+	var refused *wire.PublishError
+	for i := 0; i < 500 && refused == nil; i++ {
+		pub.write(binPublish("blocky", true, uint64(i), padded(i, 32<<10)))
+		switch m := pub.recv().(type) {
+		case *wire.PublishOK:
+		case *wire.PublishError:
+			refused = m
+		default:
+			t.Fatalf("got %#v", m)
+		}
+	}
+	if refused == nil {
+		t.Fatal("acked publishes were never refused")
+	}
+	e2 := refused.Err()
+	if e2.Code != wire.CodeOverloaded || e2.Retry != wire.RetryRetryAfter ||
+		e2.Detail["reason"] != "publish_queue_full" || e2.Detail["retry_after_ms"] != float64(10) {
+		t.Fatalf("refusal %#v", e2)
+	}
+
+	droppedBefore := metricValue("felix_broker_ingress_dropped_total")
+	for i := 0; i < 10; i++ {
+		pub.write(binPublish("blocky", false, 0, padded(i, 32<<10)))
+	}
+	pub.write(binPublish("blocky", true, 9999, []byte("sync")))
+	pub.recv() // the fire-and-forget frames before it have been handled
+	if got := metricValue("felix_broker_ingress_dropped_total") - droppedBefore; got < 10 {
+		t.Fatalf("fire-and-forget drops counted: %v", got)
+	}
+	if got := metricValue(metric) - before; got < 11 {
+		t.Fatalf("%s rose by %v", metric, got)
+	}
+
+	// A different stream is not held up by the stalled one.
+	other := e.authed(qc, 0, allFeatures, pubAll)
+	other.write(binPublish("free", true, 1, []byte("x")))
+	if _, ok := other.recv().(*wire.PublishOK); !ok {
+		t.Fatal("a publish to another stream was refused")
+	}
+}
+
+func TestSlowConsumerIsolation(t *testing.T) {
+	cfg := testConfig()
+	cfg.Core.SubQueueCapacity = 64
+	e := startEnv(t, cfg, wire.StreamSpec{Stream: "iso"})
+	slow := e.dial(16 << 10)
+	e.subscribe(slow, e.authed(slow, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "iso") // never read
+	fastConn := e.dial(0)
+	fast := e.subscribe(fastConn, e.authed(fastConn, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "iso")
+
+	const n, size = 400, 4 << 10
+	got := make(chan [][]byte, 1)
+	readErr := make(chan error, 1)
+	go func() {
+		p, err := fast.read(n)
+		readErr <- err
+		got <- p
+	}()
+	droppedBefore := metricValue("felix_sub_queue_dropped_total")
+	pub := e.authed(e.dial(0), 0, allFeatures|wire.FeatureAckOnCommit, pubAll)
+	for i := 0; i < n; i++ {
+		pub.write(binPublish("iso", true, uint64(i), padded(i, size)))
+		if _, ok := pub.recv().(*wire.PublishOK); !ok {
+			t.Fatalf("publish %d refused", i)
+		}
+	}
+	if err := <-readErr; err != nil {
+		t.Fatalf("fast subscriber: %v", err)
+	}
+	payloads := <-got
+	for i, p := range payloads {
+		if !bytes.Equal(p, padded(i, size)) {
+			t.Fatalf("fast subscriber: payload %d out of order", i)
+		}
+	}
+	if d := metricValue("felix_sub_queue_dropped_total") - droppedBefore; d == 0 {
+		t.Fatal("the slow subscriber dropped nothing")
+	}
+}
+
+func TestGracefulShutdownAnswersAckedPublishes(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		clientDone bool // the client finishes its streams once Shutdown starts
+		budget     time.Duration
+	}{
+		{"client finishes", true, 20 * time.Second},
+		{"grace runs out", false, 6 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnv(t, testConfig(), wire.StreamSpec{Stream: "events"})
+			qc := e.dial(0)
+			subStream := e.authed(qc, 0, allFeatures, pubAll)
+			sub := e.subscribe(qc, subStream, "events")
+			pub := e.authed(qc, 0, allFeatures|wire.FeatureAckOnCommit, pubAll)
+			const n = 200
+			var frames []byte
+			for i := 0; i < n; i++ {
+				frames = append(frames, binPublish("events", true, uint64(i), numbered(i))...)
+			}
+			pub.write(frames)
+			pub.recv() // the broker is serving this stream
+			shutdownErr := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), tc.budget)
+				defer cancel()
+				shutdownErr <- e.srv.Shutdown(ctx)
+			}()
+			if tc.clientDone {
+				pub.st.Close()
+				subStream.st.Close()
+			}
+			for i := 1; i < n; i++ {
+				if _, ok := pub.recv().(*wire.PublishOK); !ok {
+					t.Fatalf("answer %d is not publish_ok", i)
+				}
+			}
+			// quic-go drops what a client has not read once the connection
+			// closes, so read the events before the drain can end.
+			checkOrder(t, sub.payloads(n), n)
+			pub.expectEnd()
+			if err := <-shutdownErr; err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			<-qc.Context().Done()
+			var appErr *quic.ApplicationError
+			if err := context.Cause(qc.Context()); !errors.As(err, &appErr) || appErr.ErrorCode != CloseShutdown || appErr.ErrorMessage != "shutdown" {
+				t.Fatalf("connection closed with %v", err)
+			}
+			if gs := brokerGoroutines(); len(gs) > 0 {
+				t.Fatalf("%d goroutines outlived Shutdown:\n%s", len(gs), strings.Join(gs, "\n\n"))
+			}
+		})
+	}
+}
+
+func TestNoGoroutineOutlivesShutdown(t *testing.T) {
+	e := startEnv(t, testConfig(), wire.StreamSpec{Stream: "events"}, wire.StreamSpec{Stream: "blocky", SubQueuePolicy: "block"})
+	for c := 0; c < 3; c++ {
+		qc := e.dial(16 << 10)
+		e.subscribe(qc, e.authed(qc, 0, allFeatures, pubAll), "events")
+		e.subscribe(qc, e.authed(qc, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "blocky")
+		pub := e.authed(qc, 0, allFeatures, pubAll, "cache.*:cache:acme")
+		for i := 0; i < 50; i++ {
+			pub.write(binPublish("events", false, 0, padded(i, 1<<10)))
+			pub.write(binPublish("blocky", false, 0, padded(i, 4<<10)))
+		}
+		pub.send(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", Value: []byte("v"), RequestID: 1})
+		pub.recv()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	e.srv.Shutdown(ctx)
+	if gs := brokerGoroutines(); len(gs) > 0 {
+		t.Fatalf("%d goroutines outlived Shutdown:\n%s", len(gs), strings.Join(gs, "\n\n"))
+	}
+	for _, g := range []string{"felix_broker_connections", "felix_broker_subscriptions", "felix_sub_active_connections", "felix_broker_out_ack_depth"} {
+		if v := metricValue(g); v != 0 {
+			t.Errorf("%s = %v after shutdown", g, v)
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package broker
+
+import (
+	"bytes"
+
+	"github.com/felixmq/felix/core"
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/roles/broker/sched"
+	"github.com/felixmq/felix/wire"
+)
+
+// pubRequest is one decoded publish.
+type pubRequest struct {
+	tenant, ns, stream string
+	key                []byte
+	payloads           [][]byte // owned by the request; the core retains them
+	acked              bool
+	requestID          uint64
+}
+
+func (r *pubRequest) bytes() int64 {
+	var n int64
+	for _, p := range r.payloads {
+		n += int64(len(p))
+	}
+	return n
+}
+
+// handleJSONPublish serves publish and publish_batch. On an ingress stream
+// the ack mode is ignored.
+func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte, payloads [][]byte,
+	requestID uint64, ack wire.AckMode, v wire.Validator) {
+	acked := cs.out != nil && ack != "" && ack != wire.AckNone
+	if err := v.Validate(); err != nil {
+		e := asWireError(err)
+		if acked || (cs.out != nil && requestID != 0) {
+			cs.sendMsg(e.PublishErrorMessage(requestID, cs.withCodes()))
+		} else {
+			cs.sendError(e, nil)
+		}
+		return
+	}
+	cs.publish(&pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, payloads: payloads, acked: acked, requestID: requestID})
+}
+
+// handleBinary serves a binary publish; any other binary frame, or one
+// that does not decode, refuses the stream.
+func (cs *controlStream) handleBinary(f wire.Frame) bool {
+	if f.Flags&wire.FlagBinaryPublishBatch == 0 || f.Flags&^binaryPublishFlags != 0 {
+		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "unsupported frame flags %#04x", f.Flags), nil)
+		return false
+	}
+	p, err := wire.ParseBinaryPublish(f.Flags, bytes.Clone(f.Payload))
+	if err != nil {
+		cs.sendError(asWireError(err), nil)
+		return false
+	}
+	if p.TenantID == "" || p.Namespace == "" || p.Stream == "" {
+		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "binary publish: empty tenant, namespace or stream"), nil)
+		return false
+	}
+	acked := cs.out != nil && f.Flags&wire.FlagBinaryPublishAcked != 0
+	cs.publish(&pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
+		payloads: p.Payloads, acked: acked, requestID: p.RequestID})
+	return true
+}
+
+// refuse answers a publish the broker will not take: publish_error when
+// acked, error otherwise.
+func (cs *controlStream) refuse(r *pubRequest, e *wire.Error) {
+	if r.acked {
+		cs.sendMsg(e.PublishErrorMessage(r.requestID, cs.withCodes()))
+		return
+	}
+	cs.sendError(e, nil)
+}
+
+// publish authorizes, resolves and admits one publish, then hands it to
+// the scheduler.
+func (cs *controlStream) publish(r *pubRequest) {
+	if e := cs.authorize(r.tenant, auth.ActionStreamPublish, auth.StreamResource(r.tenant, r.ns, r.stream)); e != nil {
+		cs.refuse(r, e)
+		return
+	}
+	st, e := cs.srv.resolveStream(r.tenant, r.ns, r.stream)
+	if e != nil {
+		cs.refuse(r, e)
+		return
+	}
+	idx := st.ShardForKey(r.key)
+	sh, err := st.Shard(idx)
+	if err != nil {
+		cs.refuse(r, asWireError(err))
+		return
+	}
+	lk := sched.LaneKey{Stream: st.Key(), Shard: idx}
+	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), commitAck: r.acked && cs.ackOnCommit}
+	if !p.admit() {
+		cs.queueFull(r)
+		return
+	}
+	if r.acked && !p.commitAck {
+		cs.sendMsg(&wire.PublishOK{RequestID: r.requestID})
+	}
+}
+
+// queueFull refuses an acked publish with overloaded, or drops and counts
+// a fire-and-forget one.
+func (cs *controlStream) queueFull(r *pubRequest) {
+	queueFullByTenant.get(r.tenant).Inc()
+	if r.acked {
+		cs.sendMsg(queueFullError().PublishErrorMessage(r.requestID, cs.withCodes()))
+		return
+	}
+	ingressDropped.Inc()
+}
+
+// admitted is a publish on its way through admission, the scheduler and
+// the core. Whatever it holds is released by finish.
+type admitted struct {
+	cs        *controlStream
+	req       *pubRequest
+	shard     *core.Shard
+	lane      sched.LaneKey
+	policy    core.QueuePolicy
+	commitAck bool // answer after the core publish rather than on enqueue
+
+	n          int64 // bytes charged to both budgets
+	connHeld   bool
+	globalHeld bool
+	owedHeld   bool
+	l          *lane
+}
+
+// admit takes the owed-answer slot, the connection and process byte
+// budgets and a place in the lane, then enqueues the job. Fire-and-forget
+// publishes wait for room when PubIngressWait is set; everything else is
+// refused at once. It reports whether the job was queued; when not,
+// everything taken has been given back.
+func (p *admitted) admit() bool {
+	cs, srv := p.cs, p.cs.srv
+	wait := !p.req.acked && srv.cfg.PubIngressWait
+	ctx := cs.ctx
+	if p.commitAck {
+		if cs.out.reserveOwed(ctx) != nil {
+			return false
+		}
+		p.owedHeld = true
+	}
+	p.n = max(1, min(p.req.bytes(), srv.cfg.PublishConnInflightBytes, srv.cfg.PublishTotalInflightBytes))
+	if wait {
+		p.connHeld = cs.c.budget.Acquire(ctx, p.n) == nil
+		p.globalHeld = p.connHeld && srv.pubBytes.Acquire(ctx, p.n) == nil
+	} else {
+		p.connHeld = cs.c.budget.TryAcquire(p.n)
+		p.globalHeld = p.connHeld && srv.pubBytes.TryAcquire(p.n)
+	}
+	if p.globalHeld {
+		p.l, _ = srv.lanes.admit(ctx, p.lane, wait)
+	}
+	if p.l == nil {
+		p.release()
+		return false
+	}
+	srv.publishes.add(1)
+	job := sched.Job{Tenant: p.req.tenant, Lane: p.lane, Bytes: int(p.n), Run: p.run}
+	var err error
+	if wait {
+		err = srv.sched.Enqueue(ctx, job)
+	} else {
+		err = srv.sched.TryEnqueue(job)
+	}
+	if err != nil {
+		p.release()
+		srv.publishes.done()
+		return false
+	}
+	return true
+}
+
+// release gives back what admit took, except the answer slot once the
+// answer has been queued.
+func (p *admitted) release() {
+	srv := p.cs.srv
+	if p.l != nil {
+		srv.lanes.release(p.l)
+		p.l = nil
+	}
+	if p.globalHeld {
+		srv.pubBytes.Release(p.n)
+		p.globalHeld = false
+	}
+	if p.connHeld {
+		p.cs.c.budget.Release(p.n)
+		p.connHeld = false
+	}
+	if p.owedHeld {
+		p.cs.out.cancelOwed()
+		p.owedHeld = false
+	}
+}
+
+// run is the scheduler's ordered step: it links the publish behind the
+// lane's previous one. When nothing is ahead and the stream's policy
+// cannot block, it publishes right here; otherwise the core publish runs
+// on its own goroutine so a blocked fanout holds only its shard.
+func (p *admitted) run() {
+	prev, done := p.cs.srv.lanes.link(p.l)
+	if isClosed(prev) && p.policy != core.Block {
+		p.publish(nil, done)
+		return
+	}
+	go p.publish(prev, done)
+}
+
+func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
+	srv := p.cs.srv
+	defer srv.publishes.done()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-srv.workCtx.Done():
+		}
+	}
+	_, err := p.shard.Publish(srv.workCtx, p.req.payloads, p.cs.id.Subject)
+	close(done)
+	if err == nil {
+		publishMessages.Add(len(p.req.payloads))
+		publishBytes.Add(int(p.req.bytes()))
+	}
+	p.answer(err)
+	p.release()
+}
+
+// answer sends a commit acknowledgement, or counts an enqueue-acked
+// publish that then failed.
+func (p *admitted) answer(err error) {
+	if !p.commitAck {
+		if err != nil && p.req.acked {
+			ackedDropped.Inc()
+		}
+		return
+	}
+	var b []byte
+	if err != nil {
+		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
+	} else {
+		b, _ = wire.AppendMessageFrame(nil, &wire.PublishOK{RequestID: p.req.requestID})
+	}
+	p.owedHeld = false
+	p.cs.out.sendOwed(b)
+}

@@ -1,0 +1,265 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/felixmq/felix/core"
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/roles/broker/catalogsync"
+	"github.com/felixmq/felix/roles/broker/sched"
+)
+
+// ALPN is the application protocol the listener requires.
+const ALPN = "felix/1"
+
+// Application error codes the broker closes a QUIC connection with.
+const (
+	// CloseShutdown ends a connection because the broker is draining.
+	CloseShutdown quic.ApplicationErrorCode = 0
+	// CloseTooManyConnections refuses a connection past
+	// FELIX_MAX_CONNECTIONS_PER_SOURCE.
+	CloseTooManyConnections quic.ApplicationErrorCode = 1
+)
+
+// Stream error codes the broker cancels a stream with.
+const (
+	// StreamCodeRefused cancels a stream the broker stopped serving
+	// (refused auth, malformed framing, an unknown request type).
+	StreamCodeRefused quic.StreamErrorCode = 1
+	// StreamCodeShutdown cancels a stream because the broker is draining.
+	StreamCodeShutdown quic.StreamErrorCode = 2
+)
+
+// Deps are what the Server needs from its caller.
+type Deps struct {
+	// Catalog is where tenants, namespaces, streams, caches and the token
+	// signing keys come from. Required.
+	Catalog catalogsync.Source
+	// TLS is the server TLS configuration (TLS 1.3, ALPN felix/1). Required.
+	TLS *tls.Config
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Verifier checks client tokens. When nil, one is built that fetches
+	// keys from Catalog.JWKS.
+	Verifier *auth.Verifier
+}
+
+// Server is the broker as a network service. Create it with New, then
+// Start; stop it with Shutdown.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	tls      *tls.Config
+	catalog  catalogsync.Source
+	verifier *auth.Verifier
+	core     *core.Broker
+	sched    *sched.Scheduler
+	state    *catalogState
+	lanes    *laneTable
+	pubBytes *semaphore.Weighted // process-wide publish bytes
+
+	// workCtx bounds background work (publish fanout, sync, sweeps); it is
+	// cancelled when Shutdown runs out of budget or finishes.
+	workCtx    context.Context
+	workCancel context.CancelFunc
+	publishes  tracker // admitted publishes not yet finished
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
+	bgWG       sync.WaitGroup // accept loop, sync loop, sweeper
+	connWG     sync.WaitGroup // connection supervisors
+
+	mu        sync.Mutex
+	ln        *quic.Listener
+	conns     map[*connection]struct{}
+	perSource map[string]int
+	started   bool
+	draining  bool
+
+	acceptDone chan struct{}
+	synced     chan struct{} // closed after the first catalog sync
+	syncOnce   sync.Once
+	drainingF  atomic.Bool
+	shutOnce   sync.Once
+	shutErr    error
+}
+
+// New builds a Server; nothing listens until Start.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Catalog == nil {
+		return nil, errors.New("broker: Deps.Catalog is required")
+	}
+	if deps.TLS == nil {
+		return nil, errors.New("broker: Deps.TLS is required")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	v := deps.Verifier
+	if v == nil {
+		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS})
+	}
+	b := core.NewBroker(cfg.Core)
+	s := &Server{
+		cfg:        cfg,
+		log:        log.With("role", "broker"),
+		tls:        serverTLS(deps.TLS),
+		catalog:    deps.Catalog,
+		verifier:   v,
+		core:       b,
+		lanes:      newLaneTable(cfg.PublishLaneDepth),
+		pubBytes:   semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
+		conns:      map[*connection]struct{}{},
+		perSource:  map[string]int{},
+		acceptDone: make(chan struct{}),
+		synced:     make(chan struct{}),
+	}
+	s.state = newCatalogState(b, v, s.log)
+	s.workCtx, s.workCancel = context.WithCancel(context.Background())
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// serverTLS clones c, requiring TLS 1.3 and offering ALPN felix/1.
+func serverTLS(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	if c.MinVersion < tls.VersionTLS13 {
+		c.MinVersion = tls.VersionTLS13
+	}
+	if !slices.Contains(c.NextProtos, ALPN) {
+		c.NextProtos = append(c.NextProtos, ALPN)
+	}
+	return c
+}
+
+func (s *Server) quicConfig() *quic.Config {
+	c := s.cfg
+	return &quic.Config{
+		KeepAlivePeriod:                c.KeepAlive,
+		MaxIdleTimeout:                 c.MaxIdleTimeout,
+		InitialStreamReceiveWindow:     min(c.StreamReceiveWindow, 512<<10),
+		MaxStreamReceiveWindow:         c.StreamReceiveWindow,
+		InitialConnectionReceiveWindow: min(c.ConnReceiveWindow, 1<<20),
+		MaxConnectionReceiveWindow:     c.ConnReceiveWindow,
+		MaxIncomingStreams:             c.MaxIncomingStreams,
+		MaxIncomingUniStreams:          c.MaxIncomingUniStreams,
+	}
+}
+
+// Start binds the QUIC listener, starts the scheduler, the catalog sync
+// and the cache sweeper, and returns once the listener accepts
+// connections. ctx bounds only the start itself; the server runs until
+// Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("broker: already started")
+	}
+	ln, err := quic.ListenAddr(s.cfg.ListenAddr, s.tls, s.quicConfig())
+	if err != nil {
+		return fmt.Errorf("broker: listen %s: %w", s.cfg.ListenAddr, err)
+	}
+	s.ln = ln
+	s.started = true
+	s.sched = sched.New(s.cfg.Sched)
+	registerLiveServer(s)
+	s.bgWG.Add(3)
+	go s.acceptLoop()
+	go s.syncLoop(s.bgCtx)
+	go s.sweepLoop(s.bgCtx)
+	return nil
+}
+
+// Addr is the listener's address (nil before Start).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+func (s *Server) ingressDepth() int {
+	if s.sched == nil {
+		return 0
+	}
+	return s.sched.Depth()
+}
+
+func (s *Server) acceptLoop() {
+	defer s.bgWG.Done()
+	defer close(s.acceptDone)
+	for {
+		qc, err := s.ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		s.admit(qc)
+	}
+}
+
+// admit registers a new connection or refuses it when its source address
+// has too many.
+func (s *Server) admit(qc *quic.Conn) {
+	src := sourceIP(qc.RemoteAddr())
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		qc.CloseWithError(CloseShutdown, "shutdown")
+		return
+	}
+	if s.perSource[src] >= s.cfg.MaxConnectionsPerSource {
+		s.mu.Unlock()
+		connsRefused.Inc()
+		s.log.Warn("refused a connection: too many from its source", "source", src, "limit", s.cfg.MaxConnectionsPerSource)
+		qc.CloseWithError(CloseTooManyConnections, "too many connections from this source")
+		return
+	}
+	s.perSource[src]++
+	c := newConnection(s, qc, src)
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	connectionsGauge.Inc()
+	c.start()
+}
+
+// forget is called by a connection once everything it started has ended.
+func (s *Server) forget(c *connection) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.perSource[c.source]--; s.perSource[c.source] <= 0 {
+		delete(s.perSource, c.source)
+	}
+	s.mu.Unlock()
+	connectionsGauge.Dec()
+}
+
+func sourceIP(a net.Addr) string {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}

@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"sync"
+)
+
+// streamWriter is the only goroutine writing a control stream's send
+// half. The control loop hands it encoded frames on outC (bounded; the
+// loop waits for room). Answers to acked publishes travel on ansC: each
+// takes a token of owedC before the publish is queued, and ansC has room
+// for every token, so a publish completion never blocks on a slow client.
+// Each write carries every frame already queued.
+type streamWriter struct {
+	w      io.Writer
+	outC   chan []byte
+	ansC   chan []byte
+	owedC  chan struct{} // one token per answer owed
+	stopC  chan struct{}
+	failed context.CancelCauseFunc // called when a write fails
+	wg     sync.WaitGroup
+	buf    []byte
+}
+
+// controlQueue bounds the frames the control loop may queue ahead of the
+// writer.
+const controlQueue = 64
+
+func newStreamWriter(w io.Writer, maxOwed int, failed context.CancelCauseFunc) *streamWriter {
+	sw := &streamWriter{
+		w:      w,
+		outC:   make(chan []byte, controlQueue),
+		ansC:   make(chan []byte, maxOwed),
+		owedC:  make(chan struct{}, maxOwed),
+		stopC:  make(chan struct{}),
+		failed: failed,
+	}
+	sw.wg.Add(1)
+	go sw.run()
+	return sw
+}
+
+// send queues a frame, waiting for room until ctx ends.
+func (sw *streamWriter) send(ctx context.Context, b []byte) error {
+	select {
+	case sw.outC <- b:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// reserveOwed takes a slot for an answer that will be sent later with
+// sendOwed. It waits until a slot is free or ctx ends.
+func (sw *streamWriter) reserveOwed(ctx context.Context) error {
+	select {
+	case sw.owedC <- struct{}{}:
+		outAckDepthGauge.Inc()
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// sendOwed queues an answer whose slot reserveOwed took. It never blocks.
+func (sw *streamWriter) sendOwed(b []byte) {
+	sw.ansC <- b
+}
+
+// cancelOwed frees a slot that will not be used.
+func (sw *streamWriter) cancelOwed() {
+	<-sw.owedC
+	outAckDepthGauge.Dec()
+}
+
+// waitOwed waits until every reserved answer has been handed to the
+// writer, or ctx ends.
+func (sw *streamWriter) waitOwed(ctx context.Context) error {
+	n := 0
+	defer func() {
+		for ; n > 0; n-- {
+			<-sw.owedC
+		}
+	}()
+	for n < cap(sw.owedC) {
+		select {
+		case sw.owedC <- struct{}{}:
+			n++
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stop writes whatever is queued and ends the writer.
+func (sw *streamWriter) stop() {
+	close(sw.stopC)
+	sw.wg.Wait()
+}
+
+func (sw *streamWriter) run() {
+	defer sw.wg.Done()
+	var err error
+	for {
+		select {
+		case b := <-sw.outC:
+			err = sw.flush(sw.append(sw.buf[:0], b, false), err)
+		case b := <-sw.ansC:
+			err = sw.flush(sw.append(sw.buf[:0], b, true), err)
+		case <-sw.stopC:
+			err = sw.flush(sw.buf[:0], err)
+			return
+		}
+	}
+}
+
+// flush adds every frame already queued to buf and writes it in one
+// write. After a failed write it only discards, so owed slots are still
+// freed.
+func (sw *streamWriter) flush(buf []byte, prevErr error) error {
+	for more := true; more; {
+		select {
+		case b := <-sw.outC:
+			buf = sw.append(buf, b, false)
+		case b := <-sw.ansC:
+			buf = sw.append(buf, b, true)
+		default:
+			more = false
+		}
+	}
+	sw.buf = buf
+	if cap(sw.buf) > 1<<20 {
+		sw.buf = nil
+	}
+	if prevErr != nil || len(buf) == 0 {
+		return prevErr
+	}
+	if _, err := sw.w.Write(buf); err != nil {
+		sw.failed(err)
+		return err
+	}
+	return nil
+}
+
+func (sw *streamWriter) append(buf, b []byte, owed bool) []byte {
+	if owed {
+		<-sw.owedC
+		outAckDepthGauge.Dec()
+	}
+	return append(buf, b...)
+}
