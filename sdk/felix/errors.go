@@ -1,0 +1,100 @@
+package felix
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// Sentinel errors. Compare with errors.Is.
+var (
+	// ErrClosed is returned by calls on a Client (or Subscription) after
+	// Close, and by Next on a subscription whose client was closed.
+	ErrClosed = errors.New("felix: client closed")
+	// ErrSubscriptionLost is returned by Subscription.Next once the events
+	// already received are drained, when the connection died or the event
+	// stream ended without the client asking for it.
+	ErrSubscriptionLost = errors.New("felix: subscription lost")
+	// ErrConnectionLost wraps every failure caused by the QUIC connection
+	// to the broker going away.
+	ErrConnectionLost = errors.New("felix: connection to the broker lost")
+)
+
+// BrokerError is a refusal sent by the broker (an error, publish_error or
+// unsupported message), or a failure the client reports in the same shape
+// (an acknowledged publish whose connection died before the answer is
+// Code internal with Retry outcome_unknown). Find it with errors.As and
+// branch on Retry: only retry, retry_after and redirect promise that
+// nothing was applied.
+type BrokerError struct {
+	Code    wire.Code
+	Retry   wire.RetryClass
+	Message string
+	Detail  map[string]any
+
+	cause error // what the client saw when it built the error itself
+}
+
+// Error implements error.
+func (e *BrokerError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("felix: broker error %s (%s)", e.Code, e.Retry)
+	}
+	return fmt.Sprintf("felix: broker error %s (%s): %s", e.Code, e.Retry, e.Message)
+}
+
+// Unwrap returns the underlying cause for errors the client built itself
+// (ErrConnectionLost for an ambiguous publish), or nil.
+func (e *BrokerError) Unwrap() error { return e.cause }
+
+// fromWire converts a protocol error into a BrokerError.
+func fromWire(w *wire.Error) *BrokerError {
+	return &BrokerError{Code: w.Code, Retry: w.Retry, Message: w.Message, Detail: w.Detail}
+}
+
+// outcomeUnknown reports an acknowledged publish whose answer never came
+// because its stream or connection failed after the frame was handed to
+// QUIC.
+func outcomeUnknown(cause error) *BrokerError {
+	return &BrokerError{
+		Code:    wire.CodeInternal,
+		Retry:   wire.RetryOutcomeUnknown,
+		Message: "no answer before the stream failed; the publish may have been applied: " + cause.Error(),
+		cause:   cause,
+	}
+}
+
+// unsupported reports a request the broker did not advertise support for.
+func unsupported(what string) *BrokerError {
+	return &BrokerError{Code: wire.CodeUnsupported, Retry: wire.RetryFatal,
+		Message: "the broker did not advertise " + what}
+}
+
+// notSentError marks a failure that happened before any byte of the
+// request left the client, so sending it again cannot duplicate it.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+func notSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ns *notSentError
+	if errors.As(err, &ns) {
+		return err
+	}
+	return &notSentError{err: err}
+}
+
+func wasNotSent(err error) bool {
+	var ns *notSentError
+	return errors.As(err, &ns)
+}
+
+// invalidArg is a client-side validation failure; nothing was sent.
+func invalidArg(format string, args ...any) error {
+	return notSent(fmt.Errorf("felix: "+format, args...))
+}

@@ -1,0 +1,92 @@
+package felix_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/felixmq/felix/sdk/felix"
+	"github.com/felixmq/felix/wire"
+)
+
+func Example() {
+	ctx := context.Background()
+	cfg := felix.ConfigFromEnv() // FELIX_BROKER_ADDR, FELIX_TENANT, FELIX_TOKEN, FELIX_CA_FILE, ...
+	client, err := felix.Connect(ctx, cfg)
+	if err != nil {
+		fmt.Println("connect:", err)
+		return
+	}
+	defer client.Close()
+
+	// Wait for the broker's answer.
+	if err := client.Publish(ctx, "prod", "orders", []byte(`{"id":1}`), felix.AckPerMessage); err != nil {
+		var be *felix.BrokerError
+		if errors.As(err, &be) && be.Retry == wire.RetryRetryAfter {
+			fmt.Println("busy, try again later")
+		}
+		return
+	}
+
+	// Fire and forget, then flush.
+	for i := range 100 {
+		_ = client.Publish(ctx, "prod", "ticks", fmt.Appendf(nil, "tick %d", i), felix.AckNone)
+	}
+	if err := client.Finish(ctx); err != nil {
+		fmt.Println("some ticks were not sent:", err)
+	}
+}
+
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	client, err := felix.Connect(ctx, felix.ConfigFromEnv())
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	sub, err := client.Subscribe(ctx, "prod", "orders")
+	if err != nil {
+		return
+	}
+	defer sub.Close()
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, time.Second)
+		ev, err := sub.Next(waitCtx) // cancel-safe: a timeout loses nothing
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			continue
+		case errors.Is(err, felix.ErrSubscriptionLost):
+			return // resubscribe, from the last offset on a durable stream
+		case err != nil:
+			return
+		}
+		fmt.Printf("offset %d: %s\n", ev.Offset, ev.Payload)
+	}
+}
+
+func ExampleClient_CacheGet() {
+	ctx := context.Background()
+	client, err := felix.Connect(ctx, felix.ConfigFromEnv())
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	_ = client.CachePut(ctx, "prod", "sessions", "user-1", []byte("token"), time.Minute)
+	v, found, err := client.CacheGet(ctx, "prod", "sessions", "user-1")
+	if err == nil && found {
+		fmt.Printf("session %s\n", v)
+	}
+}
+
+func ExampleConnectCluster() {
+	ctx := context.Background()
+	cfg := felix.ConfigFromEnv()
+	cc, err := felix.ConnectCluster(ctx, []string{"10.0.0.1:5000", "10.0.0.2:5000"}, cfg)
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	_ = cc.Publish(ctx, "prod", "orders", []byte("x"), felix.AckPerMessage)
+}

@@ -1,0 +1,494 @@
+package felix
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/felixmq/felix/wire"
+)
+
+const goodToken = "good-token"
+
+// binaryFlags is everything a current broker advertises for publishing.
+const binaryFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
+	wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagBinaryPublishAckOffset
+
+// fakeOpts shapes a fake broker's behaviour.
+type fakeOpts struct {
+	flags    uint16 // server_flags; 0 means JSON only
+	features uint64
+	// gate, when set, pauses subscribe handling: with helloLate false the
+	// fake writes the hello, waits on gate, then writes subscribed; with
+	// helloLate true it writes subscribed, waits, then opens the stream.
+	gate      chan struct{}
+	helloLate bool
+	hold      chan struct{} // acked publishes to stream "hold" wait for this
+}
+
+// pubRecord is one publish the fake received.
+type pubRecord struct {
+	payload []byte
+	binary  bool
+	key     []byte
+}
+
+// fakeBroker speaks enough of the protocol to test the client: auth,
+// publish (binary and JSON), subscribe with event streams, and cache.
+type fakeBroker struct {
+	t    testing.TB
+	opts fakeOpts
+	ln   *quic.Listener
+	pool *x509.CertPool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every recorded change
+	conns     []*quic.Conn
+	published map[string][]pubRecord // "ns/stream" -> arrival order
+	cache     map[string][]byte
+	ttls      map[string]uint64
+	nextSub   uint64
+	subC      chan *fakeSub
+}
+
+// fakeSub is one subscription's event stream on the fake.
+type fakeSub struct {
+	id          uint64
+	ns, stream  string
+	clientFlags uint16
+	es          *quic.SendStream
+}
+
+func newFakeBroker(t testing.TB, opts fakeOpts) *fakeBroker {
+	t.Helper()
+	cert, pool := selfSigned(t)
+	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fb := &fakeBroker{t: t, opts: opts, ln: ln, pool: pool, ctx: ctx, cancel: cancel,
+		changed: make(chan struct{}), published: map[string][]pubRecord{}, cache: map[string][]byte{},
+		ttls: map[string]uint64{}, subC: make(chan *fakeSub, 64)}
+	fb.wg.Add(1)
+	go fb.acceptLoop()
+	t.Cleanup(fb.Close)
+	return fb
+}
+
+func (fb *fakeBroker) Addr() string { return fb.ln.Addr().String() }
+
+// config returns a client config for this fake.
+func (fb *fakeBroker) config() Config {
+	return Config{Addr: fb.Addr(), RootCAs: fb.pool, ServerName: "localhost", Tenant: "acme", Token: goodToken}
+}
+
+// Kill drops every connection with an error and stops listening.
+func (fb *fakeBroker) Kill() {
+	fb.mu.Lock()
+	conns := fb.conns
+	fb.conns = nil
+	fb.mu.Unlock()
+	for _, c := range conns {
+		_ = c.CloseWithError(1, "killed")
+	}
+	_ = fb.ln.Close()
+}
+
+// Close kills the fake and waits for its goroutines.
+func (fb *fakeBroker) Close() {
+	fb.Kill()
+	fb.cancel()
+	fb.wg.Wait()
+}
+
+func (fb *fakeBroker) acceptLoop() {
+	defer fb.wg.Done()
+	for {
+		conn, err := fb.ln.Accept(fb.ctx)
+		if err != nil {
+			return
+		}
+		fb.mu.Lock()
+		fb.conns = append(fb.conns, conn)
+		fb.mu.Unlock()
+		fb.wg.Add(1)
+		go fb.serveConn(conn)
+	}
+}
+
+func (fb *fakeBroker) serveConn(conn *quic.Conn) {
+	defer fb.wg.Done()
+	for {
+		s, err := conn.AcceptStream(fb.ctx)
+		if err != nil {
+			return
+		}
+		fb.wg.Add(1)
+		go func() {
+			defer fb.wg.Done()
+			fb.serveStream(conn, s)
+		}()
+	}
+}
+
+// notify wakes everyone waiting in waitFor; called with mu held.
+func (fb *fakeBroker) notifyLocked() {
+	close(fb.changed)
+	fb.changed = make(chan struct{})
+}
+
+// waitFor polls cond (under mu) on every change until it holds.
+func (fb *fakeBroker) waitFor(cond func() bool) {
+	fb.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		fb.mu.Lock()
+		ok, ch := cond(), fb.changed
+		fb.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			fb.t.Fatal("fake broker: condition not reached in 10s")
+		}
+	}
+}
+
+// records returns a copy of what ns/stream received.
+func (fb *fakeBroker) records(ns, stream string) []pubRecord {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return append([]pubRecord(nil), fb.published[ns+"/"+stream]...)
+}
+
+func (fb *fakeBroker) waitRecords(ns, stream string, n int) []pubRecord {
+	fb.waitFor(func() bool { return len(fb.published[ns+"/"+stream]) >= n })
+	return fb.records(ns, stream)
+}
+
+// nextSubscription returns the next subscription the fake accepted.
+func (fb *fakeBroker) nextSubscription() *fakeSub {
+	fb.t.Helper()
+	select {
+	case s := <-fb.subC:
+		return s
+	case <-time.After(10 * time.Second):
+		fb.t.Fatal("fake broker: no subscription in 10s")
+		return nil
+	}
+}
+
+func writeMsg(w interface{ Write([]byte) (int, error) }, m wire.Message) error {
+	b, err := wire.AppendMessageFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func (fb *fakeBroker) serveStream(conn *quic.Conn, s *quic.Stream) {
+	defer s.CancelRead(0)
+	fr := wire.NewFrameReader(s, 0)
+	flags, ok := fb.auth(s, fr)
+	if !ok {
+		return
+	}
+	for {
+		f, err := fr.NextOwned()
+		if err != nil {
+			_ = s.Close() // end our side too, as the broker does
+			return
+		}
+		if f.Flags&wire.FlagBinaryPublishBatch != 0 {
+			if !fb.binaryPublish(s, f) {
+				return
+			}
+			continue
+		}
+		msg, err := wire.ParseMessage(f.Payload)
+		if err != nil {
+			return
+		}
+		if !fb.handle(conn, s, flags, msg) {
+			return
+		}
+	}
+}
+
+// auth runs the auth round trip; false means the stream was refused.
+func (fb *fakeBroker) auth(s *quic.Stream, fr *wire.FrameReader) (uint16, bool) {
+	f, err := fr.Next()
+	if err != nil {
+		return 0, false
+	}
+	msg, err := wire.ParseMessage(f.Payload)
+	a, ok := msg.(*wire.Auth)
+	if err != nil || !ok || a.Token != goodToken || a.TenantID != "acme" {
+		_ = writeMsg(s, wire.NewError(wire.CodeUnauthorized, "bad token").ErrorMessage(true))
+		_ = s.Close()
+		return 0, false
+	}
+	if err := writeMsg(s, &wire.AuthOK{ServerFlags: fb.opts.flags, ServerFeatures: fb.opts.features}); err != nil {
+		return 0, false
+	}
+	return a.ClientFlags, true
+}
+
+func (fb *fakeBroker) binaryPublish(s *quic.Stream, f wire.Frame) bool {
+	p, err := wire.ParseBinaryPublish(f.Flags, f.Payload)
+	if err != nil {
+		return false
+	}
+	if p.Namespace == "missing" && f.Flags&wire.FlagBinaryPublishAcked == 0 {
+		return writeMsg(s, wire.NewError(wire.CodeNotFound, "stream not found").ErrorMessage(true)) == nil
+	}
+	fb.record(p.Namespace, p.Stream, p.Payloads, true, p.Key)
+	if f.Flags&wire.FlagBinaryPublishAcked == 0 {
+		return true
+	}
+	return fb.answerPublish(s, p.Stream, p.RequestID)
+}
+
+func (fb *fakeBroker) record(ns, stream string, payloads [][]byte, binary bool, key []byte) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	for _, p := range payloads {
+		fb.published[ns+"/"+stream] = append(fb.published[ns+"/"+stream], pubRecord{payload: p, binary: binary, key: key})
+	}
+	fb.notifyLocked()
+}
+
+// answerPublish acks, or refuses publishes to "refuse" (keeping the
+// stream) and "refuse-end" (ending the stream after the refusal).
+func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id uint64) bool {
+	if stream == "hold" && fb.opts.hold != nil {
+		select {
+		case <-fb.opts.hold:
+		case <-fb.ctx.Done():
+			return false
+		}
+	}
+	if stream == "refuse" || stream == "refuse-end" {
+		e := wire.NewError(wire.CodeForbidden, "not allowed").WithDetail("reason", "nope")
+		err := writeMsg(s, e.PublishErrorMessage(id, true))
+		if stream == "refuse-end" {
+			_ = s.Close()
+			return false
+		}
+		return err == nil
+	}
+	return writeMsg(s, &wire.PublishOK{RequestID: id}) == nil
+}
+
+// handle answers one JSON request; false ends the stream.
+func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16, msg wire.Message) bool {
+	switch m := msg.(type) {
+	case *wire.Publish:
+		fb.record(m.Namespace, m.Stream, [][]byte{m.Payload}, false, m.Key)
+		if m.Ack == wire.AckPerMessage || m.Ack == wire.AckPerBatch {
+			return fb.answerPublish(s, m.Stream, m.RequestID)
+		}
+	case *wire.PublishBatch:
+		fb.record(m.Namespace, m.Stream, m.Payloads, false, m.Key)
+		if m.Ack == wire.AckPerMessage || m.Ack == wire.AckPerBatch {
+			return fb.answerPublish(s, m.Stream, m.RequestID)
+		}
+	case *wire.Subscribe:
+		fb.subscribe(conn, s, clientFlags, m)
+		return false
+	case *wire.CachePut, *wire.CacheGet, *wire.CacheDelete:
+		return fb.cacheOp(s, msg)
+	default:
+		_ = writeMsg(s, &wire.Unsupported{RequestType: msg.MessageType()})
+	}
+	return true
+}
+
+func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uint16, m *wire.Subscribe) {
+	if m.Namespace == "missing" {
+		_ = writeMsg(s, wire.NewError(wire.CodeNotFound, "no such stream").ErrorMessage(true))
+		_ = s.Close()
+		return
+	}
+	fb.mu.Lock()
+	fb.nextSub++
+	sub := &fakeSub{id: 1000 + fb.nextSub, ns: m.Namespace, stream: m.Stream, clientFlags: clientFlags}
+	fb.mu.Unlock()
+	openHello := func() bool {
+		es, err := conn.OpenUniStreamSync(fb.ctx)
+		if err != nil {
+			return false
+		}
+		sub.es = es
+		return writeMsg(es, &wire.EventStreamHello{SubscriptionID: sub.id}) == nil
+	}
+	if !fb.opts.helloLate && !openHello() {
+		return
+	}
+	if fb.opts.gate != nil && !fb.opts.helloLate {
+		<-fb.opts.gate
+	}
+	if writeMsg(s, &wire.Subscribed{SubscriptionID: sub.id}) != nil {
+		return
+	}
+	_ = s.Close()
+	if fb.opts.helloLate {
+		if fb.opts.gate != nil {
+			<-fb.opts.gate
+		}
+		if !openHello() {
+			return
+		}
+	}
+	fb.subC <- sub
+}
+
+// send writes one event batch the way the subscriber negotiated: a shared
+// binary batch with offsets, or a JSON event_batch.
+func (s *fakeSub) send(t testing.TB, base uint64, payloads ...[]byte) {
+	t.Helper()
+	var frame []byte
+	if s.clientFlags&wire.FlagBinaryEventBatchShared != 0 {
+		flags := wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets
+		frame = wire.AppendSharedEventBatchFrame(nil, flags, &wire.EventBatchHeader{BaseOffset: base}, payloads)
+	} else {
+		var err error
+		frame, err = wire.AppendMessageFrame(nil, &wire.EventBatch{TenantID: "acme", Namespace: s.ns,
+			Stream: s.stream, Payloads: payloads, BaseOffset: &base})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.es.Write(frame); err != nil {
+		t.Fatalf("fake send: %v", err)
+	}
+}
+
+// sendJSON writes a JSON event_batch regardless of the negotiated flags.
+func (s *fakeSub) sendJSON(t testing.TB, base uint64, payloads ...[]byte) {
+	t.Helper()
+	if err := writeMsg(s.es, &wire.EventBatch{Namespace: s.ns, Stream: s.stream, Payloads: payloads, BaseOffset: &base}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (fb *fakeBroker) cacheOp(s *quic.Stream, msg wire.Message) bool {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	switch m := msg.(type) {
+	case *wire.CachePut:
+		if m.Key == "forbidden" {
+			id := m.RequestID
+			em := wire.NewError(wire.CodeForbidden, "no").ErrorMessage(true)
+			em.RequestID = &id
+			_ = writeMsg(s, em)
+			_ = s.Close()
+			return false
+		}
+		fb.cache[m.Cache+"/"+m.Key] = m.Value
+		if m.TTLMs != nil {
+			fb.ttls[m.Cache+"/"+m.Key] = *m.TTLMs
+		}
+		return writeMsg(s, &wire.CacheOK{RequestID: m.RequestID}) == nil
+	case *wire.CacheGet:
+		if m.Key == "hang" {
+			return true // never answered
+		}
+		return writeMsg(s, &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: fb.cache[m.Cache+"/"+m.Key]}) == nil
+	case *wire.CacheDelete:
+		v := fb.cache[m.Cache+"/"+m.Key]
+		delete(fb.cache, m.Cache+"/"+m.Key)
+		return writeMsg(s, &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: v}) == nil
+	}
+	return false
+}
+
+var (
+	testCertOnce sync.Once
+	testCert     tls.Certificate
+	testPool     *x509.CertPool
+	testCertErr  error
+)
+
+// selfSigned returns one P-256 certificate for 127.0.0.1 and localhost,
+// shared by every fake in the test binary, and a pool that trusts it.
+func selfSigned(t testing.TB) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	testCertOnce.Do(func() { testCert, testPool, testCertErr = makeSelfSigned() })
+	if testCertErr != nil {
+		t.Fatal(testCertErr)
+	}
+	return testCert, testPool
+}
+
+func makeSelfSigned() (tls.Certificate, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "felix test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool, nil
+}
+
+// connect dials fb and closes the client when the test ends.
+func connect(t testing.TB, fb *fakeBroker) *Client {
+	t.Helper()
+	c, err := Connect(context.Background(), fb.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// asBroker returns err as a *BrokerError or fails the test.
+func asBroker(t testing.TB, err error) *BrokerError {
+	t.Helper()
+	var be *BrokerError
+	if !errors.As(err, &be) {
+		t.Fatalf("want *BrokerError, got %T %v", err, err)
+	}
+	return be
+}

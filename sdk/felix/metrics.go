@@ -1,0 +1,11 @@
+package felix
+
+import "github.com/VictoriaMetrics/metrics"
+
+// Client metrics, in the process-wide VictoriaMetrics set.
+var (
+	publishTotal   = metrics.GetOrCreateCounter("felix_client_publish_total")        // payloads accepted by Publish*
+	publishErrors  = metrics.GetOrCreateCounter("felix_client_publish_errors_total") // Publish* calls that failed
+	eventsReceived = metrics.GetOrCreateCounter("felix_client_events_received_total")
+	reconnects     = metrics.GetOrCreateCounter("felix_client_reconnects_total") // ClusterClient connection replacements
+)

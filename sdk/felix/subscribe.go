@@ -1,0 +1,294 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// StartPosition is where a subscription starts.
+type StartPosition = wire.StartPosition
+
+// Latest starts at the next event published (the default).
+func Latest() StartPosition { return StartPosition{Kind: wire.StartLatest} }
+
+// Earliest starts at the oldest event the broker still holds.
+func Earliest() StartPosition { return StartPosition{Kind: wire.StartEarliest} }
+
+// AtOffset starts at offset n.
+func AtOffset(n uint64) StartPosition { return StartPosition{Kind: wire.StartOffset, Offset: n} }
+
+// SubscribeOptions choose the start position and shard of a subscription.
+type SubscribeOptions struct {
+	Start StartPosition
+	Shard uint32
+}
+
+// Event is one delivered event. Payload is owned by the caller.
+type Event struct {
+	Payload   []byte
+	Offset    uint64 // valid when HasOffset
+	HasOffset bool
+	Namespace string
+	Stream    string
+}
+
+// Subscribe subscribes to shard 0 of namespace/stream from the latest
+// event. A refusal is a *BrokerError.
+func (c *Client) Subscribe(ctx context.Context, namespace, stream string) (*Subscription, error) {
+	return c.subscribe(ctx, namespace, stream, nil)
+}
+
+// SubscribeFrom subscribes with an explicit start position and shard.
+func (c *Client) SubscribeFrom(ctx context.Context, namespace, stream string, o SubscribeOptions) (*Subscription, error) {
+	return c.subscribe(ctx, namespace, stream, &o)
+}
+
+func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *SubscribeOptions) (*Subscription, error) {
+	msg := &wire.Subscribe{TenantID: c.cfg.Tenant, Namespace: namespace, Stream: stream}
+	if o != nil {
+		start, shard := o.Start, o.Shard
+		msg.Start, msg.Shard = &start, &shard
+	}
+	if err := msg.Validate(); err != nil {
+		return nil, notSent(fmt.Errorf("felix: %w", err))
+	}
+	if err := c.checkUsable(); err != nil {
+		return nil, err
+	}
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := c.subscribeRoundTrip(ctx, cs, msg)
+	if err != nil {
+		cs.abort()
+		return nil, err
+	}
+	sub := newSubscription(c, id, namespace, stream, cs)
+	if err := c.router.register(sub); err != nil {
+		sub.Close()
+		return nil, err
+	}
+	c.spawn(sub.watchControl)
+	return sub, nil
+}
+
+// watchControl reads the subscribe stream to its end, so QUIC can retire
+// it. An error the broker sends there ends the subscription.
+func (s *Subscription) watchControl() {
+	for {
+		msg, err := readMessage(s.ctrl.fr)
+		if err != nil {
+			return
+		}
+		if m, ok := msg.(*wire.ErrorMsg); ok {
+			s.end(fromWire(m.Err()))
+			s.mu.Lock()
+			es := s.es
+			s.mu.Unlock()
+			if es != nil {
+				es.rs.CancelRead(0)
+			}
+			return
+		}
+	}
+}
+
+// subscribeRoundTrip sends subscribe, closes the send half and reads the
+// answer.
+func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.Subscribe) (uint64, error) {
+	stop := context.AfterFunc(ctx, cs.abort)
+	defer stop()
+	frame, err := wire.AppendMessageFrame(nil, msg)
+	if err != nil {
+		return 0, notSent(err)
+	}
+	if _, err := cs.s.Write(frame); err != nil {
+		return 0, c.subscribeFailure(ctx, err)
+	}
+	_ = cs.s.Close()
+	ans, err := readMessage(cs.fr)
+	if err != nil {
+		return 0, c.subscribeFailure(ctx, err)
+	}
+	switch m := ans.(type) {
+	case *wire.Subscribed:
+		return m.SubscriptionID, nil
+	case *wire.ErrorMsg:
+		return 0, fromWire(m.Err())
+	case *wire.Unsupported:
+		return 0, unsupported(m.RequestType)
+	}
+	return 0, fmt.Errorf("felix: subscribe answered with %q", ans.MessageType())
+}
+
+func (c *Client) subscribeFailure(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !c.dead() {
+		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("felix: the broker ended the subscribe stream")
+	}
+	return c.failure(err)
+}
+
+// Subscription is one live subscription. Next is safe to call from one
+// goroutine at a time; Close may be called from any goroutine.
+type Subscription struct {
+	c         *Client
+	id        uint64
+	namespace string
+	stream    string
+	ctrl      *ctrlStream
+
+	queue chan Event          // filled by the reader; bounded by Config.EventQueue
+	bytes *semaphore.Weighted // payload bytes in queue; bounded by Config.EventQueueBytes
+	ctx   context.Context     // ends on Close or client shutdown
+	stop  context.CancelFunc
+
+	endOnce sync.Once
+	endErr  error         // set before endC is closed
+	endC    chan struct{} // closed when no more events will be queued
+
+	mu         sync.Mutex
+	closed     bool          // Close was called
+	es         *eventStream  // set by attach
+	readerDone chan struct{} // closed when the reader exits (nil until attached)
+	closeC     chan struct{} // closed by Close
+}
+
+func newSubscription(c *Client, id uint64, ns, stream string, ctrl *ctrlStream) *Subscription {
+	ctx, stop := context.WithCancel(c.ctx)
+	return &Subscription{c: c, id: id, namespace: ns, stream: stream, ctrl: ctrl,
+		queue: make(chan Event, c.cfg.EventQueue), bytes: semaphore.NewWeighted(c.cfg.EventQueueBytes),
+		ctx: ctx, stop: stop, endC: make(chan struct{}), closeC: make(chan struct{})}
+}
+
+// weight is what an event counts against the byte bound.
+func (s *Subscription) weight(ev *Event) int64 {
+	return min(int64(len(ev.Payload)), s.c.cfg.EventQueueBytes)
+}
+
+// take returns a dequeued event after releasing its bytes.
+func (s *Subscription) take(ev Event) (Event, error) {
+	s.bytes.Release(s.weight(&ev))
+	return ev, nil
+}
+
+// ID returns the broker-assigned subscription id.
+func (s *Subscription) ID() uint64 { return s.id }
+
+// Next returns the next event. It is cancel-safe: when ctx ends nothing is
+// lost and the next call gets the next event. After the connection dies or
+// the event stream ends unasked, it returns the events already received
+// and then ErrSubscriptionLost; an error the broker sent on the stream ends
+// it with that *BrokerError. After Subscription.Close it returns ErrClosed
+// at once; after Client.Close, the events already received and then
+// ErrClosed.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	select {
+	case <-s.closeC:
+		return Event{}, ErrClosed
+	default:
+	}
+	select {
+	case ev := <-s.queue:
+		return s.take(ev)
+	default:
+	}
+	select {
+	case ev := <-s.queue:
+		return s.take(ev)
+	case <-s.endC:
+		select {
+		case ev := <-s.queue:
+			return s.take(ev)
+		default:
+			return Event{}, s.endErr
+		}
+	case <-s.closeC:
+		return Event{}, ErrClosed
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Close ends the subscription: the event stream is reset, so the broker
+// drops it. Next returns ErrClosed afterwards. Close waits for the
+// subscription's reader to stop.
+func (s *Subscription) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closeC)
+	s.stop()
+	es, done := s.es, s.readerDone
+	s.mu.Unlock()
+	s.c.router.unregister(s)
+	if es != nil {
+		es.rs.CancelRead(0)
+	}
+	s.ctrl.abort()
+	s.end(ErrClosed)
+	if done != nil {
+		<-done
+	}
+	return nil
+}
+
+// end records why no more events will come; the first reason wins.
+func (s *Subscription) end(err error) {
+	s.endOnce.Do(func() {
+		s.endErr = err
+		close(s.endC)
+	})
+}
+
+// lostReason says what a subscription reports when its stream failed with
+// err: ErrClosed after Close, the client's shutdown reason, otherwise
+// ErrSubscriptionLost wrapping the cause.
+func (s *Subscription) lostReason(err error) error {
+	select {
+	case <-s.closeC:
+		return ErrClosed
+	default:
+	}
+	if reason := s.c.shutdownReason(); reason != nil {
+		return reason
+	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: the broker ended the event stream", ErrSubscriptionLost)
+	}
+	return fmt.Errorf("%w: %v", ErrSubscriptionLost, s.c.failure(err))
+}
+
+// attach binds the event stream and starts the reader.
+func (s *Subscription) attach(es eventStream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		es.rs.CancelRead(0)
+		return
+	}
+	done := make(chan struct{})
+	started := s.c.spawn(func() {
+		defer close(done)
+		s.read(es)
+	})
+	if !started {
+		es.rs.CancelRead(0)
+		s.end(s.lostReason(ErrConnectionLost))
+		return
+	}
+	s.es, s.readerDone = &es, done
+}

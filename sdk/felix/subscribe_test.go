@@ -1,0 +1,271 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// next calls Next with a generous timeout.
+func next(t *testing.T, s *Subscription) Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return ev
+}
+
+// nextErr waits for Next to fail and returns the error.
+func nextErr(t *testing.T, s *Subscription) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			return err
+		}
+		t.Fatalf("unexpected event %q", ev.Payload)
+	}
+}
+
+func TestSubscribeDeliversInOrder(t *testing.T) {
+	for _, m := range []struct {
+		name   string
+		flags  uint16
+		binary bool
+	}{{"binary-shared", binaryFlags, true}, {"json", 0, false}} {
+		t.Run(m.name, func(t *testing.T) {
+			fb := newFakeBroker(t, fakeOpts{flags: m.flags})
+			c := connect(t, fb)
+			sub, err := c.Subscribe(context.Background(), "ns", "events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := fb.nextSubscription()
+			if sub.ID() != fs.id {
+				t.Fatalf("id %d, fake says %d", sub.ID(), fs.id)
+			}
+			for b := range 5 {
+				fs.send(t, uint64(100+3*b), fmt.Appendf(nil, "e%d", 3*b), fmt.Appendf(nil, "e%d", 3*b+1), fmt.Appendf(nil, "e%d", 3*b+2))
+			}
+			fs.sendJSON(t, 115, []byte("e15"))
+			for i := range 16 {
+				ev := next(t, sub)
+				if string(ev.Payload) != fmt.Sprintf("e%d", i) || !ev.HasOffset || ev.Offset != uint64(100+i) ||
+					ev.Namespace != "ns" || ev.Stream != "events" {
+					t.Fatalf("event %d: %+v", i, ev)
+				}
+			}
+		})
+	}
+}
+
+func TestSubscribeHelloBeforeSubscribed(t *testing.T) {
+	gate := make(chan struct{})
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, gate: gate})
+	c := connect(t, fb)
+	waiting := make(chan struct{}, 1)
+	c.router.mu.Lock()
+	c.router.hook = func(string) { waiting <- struct{}{} }
+	c.router.mu.Unlock()
+	type result struct {
+		sub *Subscription
+		err error
+	}
+	resC := make(chan result, 1)
+	go func() {
+		sub, err := c.Subscribe(context.Background(), "ns", "early")
+		resC <- result{sub, err}
+	}()
+	<-waiting // the stream is parked before the client has read subscribed
+	close(gate)
+	res := <-resC
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("hello-first"))
+	if ev := next(t, res.sub); string(ev.Payload) != "hello-first" {
+		t.Fatalf("got %q", ev.Payload)
+	}
+}
+
+func TestSubscribeHelloAfterSubscribed(t *testing.T) {
+	gate := make(chan struct{})
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, gate: gate, helloLate: true})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(gate) // only now does the fake open the event stream
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("after"))
+	if ev := next(t, sub); string(ev.Payload) != "after" {
+		t.Fatalf("got %q", ev.Payload)
+	}
+}
+
+func TestNextIsCancelSafe(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sub.Next(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	fs.send(t, 0, []byte("a"))
+	if ev := next(t, sub); string(ev.Payload) != "a" {
+		t.Fatalf("got %q", ev.Payload)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errC := make(chan error, 1)
+	go func() {
+		_, err := sub.Next(ctx)
+		errC <- err
+	}()
+	cancel()
+	if err := <-errC; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	fs.send(t, 1, []byte("b"), []byte("c"))
+	for _, want := range []string{"b", "c"} {
+		if ev := next(t, sub); string(ev.Payload) != want {
+			t.Fatalf("got %q, want %q", ev.Payload, want)
+		}
+	}
+}
+
+func TestConnectionKilledEndsSubscription(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("1"), []byte("2"))
+	if ev := next(t, sub); string(ev.Payload) != "1" {
+		t.Fatalf("got %q", ev.Payload)
+	}
+	// A subscription still waiting for its stream ends too.
+	fb.Kill()
+	<-c.conn.Context().Done()
+	if ev := next(t, sub); string(ev.Payload) != "2" {
+		t.Fatalf("queued event lost: %q", ev.Payload)
+	}
+	if err := nextErr(t, sub); !errors.Is(err, ErrSubscriptionLost) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSubscriptionEndsWhenBrokerEndsStream(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("x"))
+	_ = fs.es.Close()
+	next(t, sub)
+	if err := nextErr(t, sub); !errors.Is(err, ErrSubscriptionLost) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBrokerErrorOnEventStream(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+	if err := writeMsg(fs.es, wire.NewError(wire.CodeNotFound, "stream deleted").ErrorMessage(true)); err != nil {
+		t.Fatal(err)
+	}
+	be := asBroker(t, nextErr(t, sub))
+	if be.Code != wire.CodeNotFound {
+		t.Fatalf("got %+v", be)
+	}
+}
+
+func TestSubscribeRefused(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	_, err := c.SubscribeFrom(context.Background(), "missing", "s", SubscribeOptions{Start: Earliest(), Shard: 2})
+	if be := asBroker(t, err); be.Code != wire.CodeNotFound {
+		t.Fatalf("got %+v", be)
+	}
+}
+
+func TestSubscriptionClose(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("queued"))
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v", err)
+	}
+	other, err := c.Subscribe(context.Background(), "ns", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.nextSubscription()
+	c.Close()
+	if err := nextErr(t, other); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after client close: %v", err)
+	}
+}
+
+func TestBlockedReaderDoesNotBlockClose(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	cfg := fb.config()
+	cfg.EventQueue = 1
+	c, err := Connect(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := fb.nextSubscription()
+	fs.send(t, 0, []byte("1"), []byte("2"), []byte("3"))
+	next(t, sub) // the reader is now blocked on a full queue, or soon will be
+	c.Close()
+	// What was queued is still returned, then ErrClosed.
+	for {
+		_, err := sub.Next(context.Background())
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("got %v", err)
+			}
+			break
+		}
+	}
+}
