@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/sdk/felix"
+)
+
+var felixBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if bin := os.Getenv("FELIX_BIN"); bin != "" {
+			felixBin = bin
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "felix-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		felixBin = filepath.Join(dir, "felix")
+		cmd := exec.Command("go", "build", "-o", felixBin, "..")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building felix:", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// node is one `felix serve` process in its own temporary directory.
+type node struct {
+	t        *testing.T
+	dir      string // working directory; state is in dir/felix-data
+	cmd      *exec.Cmd
+	stdout   *syncBuffer
+	stderr   *syncBuffer
+	metrics  string // http://host:port
+	client   clientJSON
+	exited   chan struct{}
+	exitErr  error
+	stopOnce sync.Once
+}
+
+type clientJSON struct {
+	BrokerAddr      string `json:"broker_addr"`
+	ControlPlaneURL string `json:"controlplane_url"`
+	CAFile          string `json:"ca_file"`
+	TokenFile       string `json:"token_file"`
+	Tenant          string `json:"tenant"`
+	Namespace       string `json:"namespace"`
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var metricsLine = regexp.MustCompile(`metrics\s+(http://\S+)/metrics`)
+
+// startServe runs `felix serve` on loopback with every port chosen by the
+// kernel, and waits until it is ready.
+func startServe(t *testing.T, env ...string) *node {
+	t.Helper()
+	dir := t.TempDir()
+	return startServeIn(t, dir, env...)
+}
+
+func startServeIn(t *testing.T, dir string, env ...string) *node {
+	t.Helper()
+	n := &node{t: t, dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	n.cmd = exec.Command(felixBin, "serve",
+		"--broker-addr", "127.0.0.1:0", "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+	n.cmd.Dir = dir
+	n.cmd.Env = append(os.Environ(), env...)
+	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start felix serve: %v", err)
+	}
+	go func() {
+		n.exitErr = n.cmd.Wait()
+		close(n.exited)
+	}()
+	t.Cleanup(func() {
+		n.stop(syscall.SIGTERM, 20*time.Second)
+		if t.Failed() {
+			t.Logf("felix serve stdout:\n%s\nstderr:\n%s", n.stdout, n.stderr)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := metricsLine.FindStringSubmatch(n.stdout.String()); m != nil {
+			n.metrics = m[1]
+			break
+		}
+		select {
+		case <-n.exited:
+			t.Fatalf("felix serve exited early (%v)\nstdout:\n%s\nstderr:\n%s", n.exitErr, n.stdout, n.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("felix serve did not report its addresses\nstdout:\n%s\nstderr:\n%s", n.stdout, n.stderr)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "felix-data", "client.json"))
+	if err != nil {
+		t.Fatalf("client.json: %v", err)
+	}
+	if err := json.Unmarshal(b, &n.client); err != nil {
+		t.Fatalf("client.json: %v", err)
+	}
+	n.waitReady(deadline)
+	return n
+}
+
+func (n *node) waitReady(deadline time.Time) {
+	n.t.Helper()
+	for {
+		resp, err := http.Get(n.metrics + "/ready")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("felix serve never became ready (last: %v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop signals the process and waits up to grace for it to exit, then
+// kills it. It returns the exit error.
+func (n *node) stop(sig syscall.Signal, grace time.Duration) error {
+	n.stopOnce.Do(func() {
+		select {
+		case <-n.exited:
+			return
+		default:
+		}
+		n.cmd.Process.Signal(sig)
+		select {
+		case <-n.exited:
+		case <-time.After(grace):
+			n.t.Errorf("felix serve did not exit within %v of %v; killing it", grace, sig)
+			n.cmd.Process.Kill()
+			<-n.exited
+		}
+	})
+	<-n.exited
+	return n.exitErr
+}
+
+// felix runs a client command in the node's directory and returns its
+// stdout, stderr and exit code.
+func (n *node) felix(ctx context.Context, args ...string) (string, string, int) {
+	n.t.Helper()
+	cmd := exec.CommandContext(ctx, felixBin, args...)
+	cmd.Dir = n.dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("felix %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustFelix is felix that fails the test on a non-zero exit.
+func (n *node) mustFelix(ctx context.Context, args ...string) string {
+	n.t.Helper()
+	out, errOut, code := n.felix(ctx, args...)
+	if code != 0 {
+		n.t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// startFelix starts a client command in the background and returns a
+// function that waits for it and returns its stdout.
+func (n *node) startFelix(ctx context.Context, args ...string) (lines <-chan string, wait func() (string, error)) {
+	n.t.Helper()
+	cmd := exec.CommandContext(ctx, felixBin, args...)
+	cmd.Dir = n.dir
+	pr, pw := io.Pipe()
+	var all syncBuffer
+	var errb syncBuffer
+	cmd.Stdout = io.MultiWriter(pw, &all)
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("felix %v: %v", args, err)
+	}
+	ch := make(chan string, 1024)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		done <- err
+	}()
+	return ch, func() (string, error) {
+		err := <-done
+		if err != nil {
+			err = fmt.Errorf("%w; stderr: %s", err, errb.String())
+		}
+		return all.String(), err
+	}
+}
+
+func (n *node) dataFile(name string) string { return filepath.Join(n.dir, "felix-data", name) }
+
+func (n *node) adminToken() string {
+	n.t.Helper()
+	b, err := os.ReadFile(n.dataFile(n.client.TokenFile))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// sdkConfig is an SDK configuration for this node with the given token.
+func (n *node) sdkConfig(token string) felix.Config {
+	return felix.Config{
+		Addr:   n.client.BrokerAddr,
+		CAFile: n.dataFile(n.client.CAFile),
+		Tenant: n.client.Tenant,
+		Token:  token,
+	}
+}
+
+// connect opens an SDK client to the node, closed at test end.
+func (n *node) connect(ctx context.Context, token string) *felix.Client {
+	n.t.Helper()
+	c, err := felix.Connect(ctx, n.sdkConfig(token))
+	if err != nil {
+		n.t.Fatalf("connect: %v", err)
+	}
+	n.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// metric returns the value of a Prometheus sample whose line starts with
+// prefix, or -1 when absent.
+func (n *node) metric(prefix string) float64 {
+	n.t.Helper()
+	resp, err := http.Get(n.metrics + "/metrics")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, prefix+" ") || strings.HasPrefix(line, prefix+"{") && strings.HasPrefix(line, prefix) {
+			var v float64
+			fields := strings.Fields(line)
+			fmt.Sscan(fields[len(fields)-1], &v)
+			return v
+		}
+	}
+	return -1
+}
+
+// eventually polls cond until it holds or the shared deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}

@@ -1,0 +1,80 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	felixcli "github.com/felixmq/felix/roles/cli"
+	"github.com/felixmq/felix/roles/cli/bench"
+)
+
+// BuildInfo is the version stamped into the binary.
+type BuildInfo = felixcli.BuildInfo
+
+// App builds the felix command-line app.
+func App(build BuildInfo) *cli.App {
+	app := &cli.App{
+		Name:    "felix",
+		Usage:   "a data plane for fast-changing state: pub/sub, durable streams and a watched cache over QUIC",
+		Version: build.Version,
+		Description: "felix serve runs a broker and its control plane on this machine, with everything kept under\n" +
+			"--data-dir (./felix-data). In the same directory the client commands need no flags:\n\n" +
+			"   felix serve &\n" +
+			"   felix admin stream create events\n" +
+			"   felix sub events --count 1 &\n" +
+			"   felix pub events hello",
+		HideVersion:          true,
+		EnableBashCompletion: true,
+		// Main reports errors and picks the exit code; the default handler would os.Exit.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	app.Commands = append([]*cli.Command{
+		{
+			Name:        "serve",
+			Usage:       "run a broker and a control plane in one process",
+			UsageText:   "felix serve [--data-dir DIR] [--broker-addr HOST:PORT] [--controlplane-addr HOST:PORT] [--metrics-addr HOST:PORT] [--config FILE]",
+			Description: "Starts the control plane (REST on --controlplane-addr), the broker (QUIC on --broker-addr) and\nthe metrics/health endpoints. The first start creates the default tenant and namespace, a\ndevelopment CA, an admin token and client.json in --data-dir. SIGTERM drains gracefully; a\nsecond signal exits at once.",
+			Flags:       serverFlags(),
+			Action:      func(c *cli.Context) error { return runNode(c, true, true) },
+		},
+		{
+			Name:        "broker",
+			Usage:       "run only a broker, syncing the catalog from a control plane over HTTP",
+			UsageText:   "felix broker --controlplane-url URL [--token-file FILE] [--broker-addr HOST:PORT]",
+			Description: "The broker learns tenants, namespaces, streams, caches and token keys from the control plane's\nsnapshot and changes feeds, using a token with cluster.manage.",
+			Flags:       append(serverFlags(), brokerOnlyFlags()...),
+			Action:      func(c *cli.Context) error { return runNode(c, false, true) },
+		},
+		{
+			Name:      "controlplane",
+			Usage:     "run only the control plane (catalog, tokens, JWKS)",
+			UsageText: "felix controlplane [--data-dir DIR] [--controlplane-addr HOST:PORT]",
+			Flags:     serverFlags(),
+			Action:    func(c *cli.Context) error { return runNode(c, true, false) },
+		},
+	}, felixcli.Commands(build)...)
+	app.Commands = append(app.Commands, bench.Command())
+	return app
+}
+
+// Main runs the app on args and returns the process exit code.
+func Main(args []string, build BuildInfo) int {
+	app := App(build)
+	args = felixcli.PermuteArgs(app, args)
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := ec.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(os.Stderr, "error:", err)
+	return 1
+}

@@ -1,0 +1,268 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/roles/broker"
+	"github.com/felixmq/felix/roles/broker/catalogsync"
+	"github.com/felixmq/felix/roles/controlplane"
+)
+
+// httpServer is one plain-HTTP listener this process owns.
+type httpServer struct {
+	srv  *http.Server
+	addr net.Addr
+	done chan struct{}
+}
+
+func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &httpServer{
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		addr: ln.Addr(),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "addr", s.addr, "err", err)
+		}
+	}()
+	return s, nil
+}
+
+func (s *httpServer) close(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.srv.Close()
+	}
+	<-s.done
+}
+
+func newLogger(w io.Writer, env func(string) string) *slog.Logger {
+	level := slog.LevelInfo
+	switch strings.ToLower(env("FELIX_LOG_LEVEL")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(env("FELIX_LOG_FORMAT"), "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// controlPlaneRole opens the catalog, bootstraps it once and mints the
+// admin token on first start.
+func controlPlaneRole(ctx context.Context, o *options, log *slog.Logger) (*controlplane.Service, error) {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	store, err := controlplane.OpenBoltStore(filepath.Join(o.DataDir, "controlplane.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	cp, err := controlplane.New(controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	created, err := cp.Bootstrap(ctx)
+	if err != nil {
+		cp.Close()
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	if created {
+		log.Info("bootstrapped the catalog", "tenant", "default", "namespace", "default")
+	}
+	tokenPath := filepath.Join(o.DataDir, adminTokenFile)
+	if _, err := os.Stat(tokenPath); errors.Is(err, os.ErrNotExist) {
+		tok, err := cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
+		if err != nil {
+			cp.Close()
+			return nil, err
+		}
+		if wrote, err := writeFileOnce(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
+			cp.Close()
+			return nil, fmt.Errorf("write %s: %w", tokenPath, err)
+		} else if wrote {
+			log.Info("wrote the admin token", "file", tokenPath)
+		}
+	}
+	return cp, nil
+}
+
+// runNode runs the roles selected and blocks until a signal ends them.
+func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
+	o, err := loadOptions(c)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	log := newLogger(os.Stderr, o.env)
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+
+	var (
+		cp       *controlplane.Service
+		cpHTTP   *httpServer
+		srv      *broker.Server
+		metrics  *httpServer
+		catalog  catalogsync.Source
+		cpURL    = o.ControlPlaneURL
+		caFile   string
+		stopping = make(chan struct{})
+	)
+	defer func() {
+		shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		defer shCancel()
+		metrics.close(shCtx)
+		cpHTTP.close(shCtx)
+		if cp != nil {
+			cp.Close()
+		}
+	}()
+
+	if withControlPlane {
+		if cp, err = controlPlaneRole(ctx, o, log); err != nil {
+			return err
+		}
+		if cpHTTP, err = startHTTP(o.ControlPlaneAddr, cp.Handler(), log); err != nil {
+			return fmt.Errorf("--controlplane-addr %s: %w", o.ControlPlaneAddr, err)
+		}
+		cpURL = "http://" + cpHTTP.addr.String()
+		catalog = cp
+		log.Info("control plane listening", "url", cpURL)
+	}
+	if withBroker {
+		if catalog == nil {
+			tokenFile := o.TokenFile
+			if tokenFile == "" {
+				tokenFile = filepath.Join(o.DataDir, adminTokenFile)
+			}
+			catalog = catalogsync.NewHTTPSource(cpURL, fileToken(tokenFile, log), &http.Client{Timeout: 10 * time.Second})
+		}
+		tlsCfg, ca, err := serverTLS(o, log)
+		if err != nil {
+			return err
+		}
+		caFile = ca
+		bcfg, err := broker.ConfigFromEnv(o.env)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		bcfg.ListenAddr = o.BrokerAddr
+		verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
+		srv, err = broker.New(bcfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: log, Verifier: verifier})
+		if err != nil {
+			return err
+		}
+		if err := srv.Start(ctx); err != nil {
+			return fmt.Errorf("--broker-addr %s: %w", o.BrokerAddr, err)
+		}
+		if metrics, err = startHTTP(o.MetricsAddr, srv.HTTPHandler(), log); err != nil {
+			shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+			defer shCancel()
+			srv.Shutdown(shCtx)
+			return fmt.Errorf("--metrics-addr %s: %w", o.MetricsAddr, err)
+		}
+		log.Info("broker listening", "quic", srv.Addr(), "metrics", "http://"+metrics.addr.String())
+	}
+	if withControlPlane && withBroker {
+		cf := clientFile{
+			BrokerAddr:      srv.Addr().String(),
+			ControlPlaneURL: cpURL,
+			CAFile:          relTo(o.DataDir, caFile),
+			TokenFile:       adminTokenFile,
+			Tenant:          "default",
+			Namespace:       "default",
+		}
+		if err := writeClientFile(o.DataDir, cf); err != nil {
+			return fmt.Errorf("write client.json: %w", err)
+		}
+		printSummary(c.App.Writer, o, cf, metrics.addr)
+	}
+
+	sigC := make(chan os.Signal, 2)
+	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigC)
+	select {
+	case s := <-sigC:
+		log.Info("shutting down", "signal", s.String(), "budget", o.ShutdownTimeout)
+	case <-ctx.Done():
+	}
+	// A second signal while draining forces the exit.
+	go func() {
+		select {
+		case s := <-sigC:
+			log.Error("second signal: exiting without finishing the drain", "signal", s.String())
+			os.Exit(1)
+		case <-stopping:
+		}
+	}()
+	defer close(stopping)
+	if srv != nil {
+		shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		err := srv.Shutdown(shCtx)
+		shCancel()
+		if err != nil {
+			log.Error("shutdown did not finish cleanly", "err", err)
+			return cli.Exit("shutdown forced: "+err.Error(), 1)
+		}
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// fileToken re-reads the token file on every call, so a rotated token is
+// picked up without a restart.
+func fileToken(path string, log *slog.Logger) func() string {
+	return func() string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			log.Warn("cannot read the catalog token", "file", path, "err", err)
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+}
+
+func printSummary(w io.Writer, o *options, cf clientFile, metricsAddr net.Addr) {
+	abs, _ := filepath.Abs(o.DataDir)
+	fmt.Fprintf(w, "felix serve is up\n")
+	fmt.Fprintf(w, "  broker (QUIC)    %s\n", cf.BrokerAddr)
+	fmt.Fprintf(w, "  control plane    %s\n", cf.ControlPlaneURL)
+	fmt.Fprintf(w, "  metrics          http://%s/metrics\n", metricsAddr)
+	fmt.Fprintf(w, "  data directory   %s\n", abs)
+	fmt.Fprintf(w, "clients need: %s (addresses), %s (token)", filepath.Join(abs, clientJSONFile), filepath.Join(abs, cf.TokenFile))
+	if cf.CAFile != "" {
+		fmt.Fprintf(w, ", %s (CA to trust)", filepath.Join(abs, cf.CAFile))
+	}
+	fmt.Fprintf(w, "\nfrom this directory, felix admin/pub/sub/cache find them on their own.\n")
+}
