@@ -95,6 +95,10 @@ func NewFrameReader(r io.Reader, maxFrame uint32) *FrameReader {
 // header byte it returns io.EOF; a stream that ends inside a frame returns
 // io.ErrUnexpectedEOF.
 func (fr *FrameReader) Next() (Frame, error) {
+	return fr.next(false)
+}
+
+func (fr *FrameReader) next(owned bool) (Frame, error) {
 	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
 		return Frame{}, err
 	}
@@ -105,7 +109,7 @@ func (fr *FrameReader) Next() (Frame, error) {
 	if h.Length > fr.max {
 		return Frame{}, newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
 	}
-	p, err := fr.readPayload(int(h.Length))
+	p, err := fr.readPayload(int(h.Length), owned)
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -119,7 +123,13 @@ func (fr *FrameReader) Next() (Frame, error) {
 // between calls, and the first chunk of a longer payload.
 const retainedBufBytes = 1 << 20
 
-func (fr *FrameReader) readPayload(n int) ([]byte, error) {
+func (fr *FrameReader) readPayload(n int, owned bool) ([]byte, error) {
+	if n <= retainedBufBytes && owned {
+		// Read straight into a buffer the caller keeps: no second copy.
+		p := make([]byte, n)
+		_, err := io.ReadFull(fr.r, p)
+		return p, err
+	}
 	if n <= retainedBufBytes {
 		if cap(fr.buf) < n {
 			fr.buf = make([]byte, n)
@@ -162,10 +172,5 @@ func (e *frameError) Unwrap() []error { return []error{e.sentinel, e.werr} }
 
 // NextOwned is Next with a payload the caller owns.
 func (fr *FrameReader) NextOwned() (Frame, error) {
-	f, err := fr.Next()
-	if err != nil {
-		return f, err
-	}
-	f.Payload = append([]byte(nil), f.Payload...)
-	return f, nil
+	return fr.next(true)
 }

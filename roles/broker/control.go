@@ -75,7 +75,8 @@ func (c *connection) serveIngress(rs *quic.ReceiveStream) {
 func (cs *controlStream) loop() loopEnd {
 	fr := wire.NewFrameReader(cs.r, cs.srv.cfg.MaxFrameBytes)
 	for {
-		f, err := fr.Next()
+		// Owned frames: a binary publish keeps its payloads without a copy.
+		f, err := fr.NextOwned()
 		if err != nil {
 			return cs.readFailed(err)
 		}

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"bytes"
-
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/roles/broker/sched"
@@ -50,7 +48,7 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "unsupported frame flags %#04x", f.Flags), nil)
 		return false
 	}
-	p, err := wire.ParseBinaryPublish(f.Flags, bytes.Clone(f.Payload))
+	p, err := wire.ParseBinaryPublish(f.Flags, f.Payload)
 	if err != nil {
 		cs.sendError(asWireError(err), nil)
 		return false

@@ -132,9 +132,25 @@ func (w *eventWriter) run() {
 // limits, in one write.
 func (w *eventWriter) writeBatch(env *core.Envelope) error {
 	cfg := &w.c.srv.cfg
-	w.buf = append(w.buf[:0], env.Frame(w.flags)...)
+	first := env.Frame(w.flags)
 	n := len(env.Payloads)
-	for k := 1; k < cfg.EventBatchMaxEvents && len(w.buf) < cfg.EventBatchMaxBytes; k++ {
+	var more *core.Envelope
+	ok := false
+	if len(first) < cfg.EventBatchMaxBytes && cfg.EventBatchMaxEvents > 1 {
+		more, ok = w.sub.TryNext()
+	}
+	if !ok {
+		// One frame: hand the shared encoding to QUIC as it is.
+		if _, err := w.es.Write(first); err != nil {
+			return err
+		}
+		deliveredMessages.Add(n)
+		return nil
+	}
+	// Several small frames: coalesce them into one write.
+	w.buf = append(append(w.buf[:0], first...), more.Frame(w.flags)...)
+	n += len(more.Payloads)
+	for k := 2; k < cfg.EventBatchMaxEvents && len(w.buf) < cfg.EventBatchMaxBytes; k++ {
 		more, ok := w.sub.TryNext()
 		if !ok {
 			break

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -186,7 +187,11 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		if err := srv.Start(ctx); err != nil {
 			return fmt.Errorf("--broker-addr %s: %w", o.BrokerAddr, err)
 		}
-		if metrics, err = startHTTP(o.MetricsAddr, srv.HTTPHandler(), log); err != nil {
+		handler, err := withProfiling(srv.HTTPHandler(), o)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		if metrics, err = startHTTP(o.MetricsAddr, handler, log); err != nil {
 			shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 			defer shCancel()
 			srv.Shutdown(shCtx)
@@ -265,4 +270,22 @@ func printSummary(w io.Writer, o *options, cf clientFile, metricsAddr net.Addr) 
 		fmt.Fprintf(w, ", %s (CA to trust)", filepath.Join(abs, cf.CAFile))
 	}
 	fmt.Fprintf(w, "\nfrom this directory, felix admin/pub/sub/cache find them on their own.\n")
+}
+
+// withProfiling adds net/http/pprof under /debug/pprof/ when FELIX_PPROF is
+// true. It is off by default because the metrics listener has no
+// authentication.
+func withProfiling(h http.Handler, o *options) (http.Handler, error) {
+	on, err := o.envBool("FELIX_PPROF")
+	if err != nil || !on {
+		return h, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -19,8 +21,9 @@ func Command() *cli.Command {
 	dur := &cli.DurationFlag{Name: "duration", Usage: "how long to run the load (bounded to 10 minutes)", Value: 5 * time.Second}
 	payload := &cli.IntFlag{Name: "payload", Usage: "payload size in bytes", Value: 4096}
 	policy := &cli.StringFlag{Name: "policy", Usage: "the benchmark stream's subscriber queue policy: drop_new, block or drop_old", Value: "block"}
+	profile := &cli.StringFlag{Name: "cpuprofile", Usage: "write the benchmark client's CPU profile to `FILE`"}
 	withClient := func(fs ...cli.Flag) []cli.Flag {
-		return append(append(fs, felixcli.OutputFlag()), felixcli.ClientFlags()...)
+		return append(append(fs, felixcli.OutputFlag(), profile), felixcli.ClientFlags()...)
 	}
 	return &cli.Command{
 		Name:  "bench",
@@ -121,6 +124,13 @@ func run(c *cli.Context, f func(context.Context, *target) (*result, error)) erro
 	if err != nil {
 		return err
 	}
+	if path := c.String("cpuprofile"); path != "" {
+		stop, err := startProfile(path)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Timeout: 10 * time.Second}}}
 	r, err := f(ctx, t)
 	if err != nil {
@@ -140,4 +150,17 @@ func report(c *cli.Context, r *result) error {
 	}
 	fmt.Fprint(c.App.Writer, r.text())
 	return nil
+}
+
+// startProfile writes a CPU profile of this process to path until stop.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
