@@ -153,6 +153,13 @@ func (w *pubWorker) write(batch []*pubReq, buf []byte) []byte {
 		return buf
 	}
 	faf := false
+	write := func(b []byte) bool {
+		if _, err := st.cs.s.Write(b); err != nil {
+			w.kill(st, w.c.failure(err))
+			return false
+		}
+		return true
+	}
 	for _, r := range batch {
 		switch {
 		case r.frame == nil:
@@ -162,18 +169,32 @@ func (w *pubWorker) write(batch []*pubReq, buf []byte) []byte {
 		case !w.claim(r, st):
 			continue
 		}
-		buf = append(buf, r.frame...)
+		if len(r.frame) < directWriteBytes {
+			buf = append(buf, r.frame...)
+			continue
+		}
+		// A large frame goes to QUIC as it is: copying it into buf
+		// first would only cost a memmove.
+		if len(buf) > 0 && !write(buf) {
+			return buf[:0]
+		}
+		buf = buf[:0]
+		if !write(r.frame) {
+			return buf
+		}
 	}
 	if faf {
 		st.unflushed.Store(true)
 	}
 	if len(buf) > 0 {
-		if _, err := st.cs.s.Write(buf); err != nil {
-			w.kill(st, w.c.failure(err))
-		}
+		write(buf)
 	}
 	return buf
 }
+
+// directWriteBytes is the frame size from which the writer hands a frame
+// to QUIC directly instead of coalescing it with its neighbours.
+const directWriteBytes = 32 << 10
 
 // flush answers the batch's flush markers. A fire-and-forget frame only
 // counts as delivered once the broker has read it, so when the current
