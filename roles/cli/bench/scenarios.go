@@ -25,18 +25,30 @@ func (t *target) connect(ctx context.Context) (*felix.Client, error) {
 	return felix.Connect(ctx, t.cfg)
 }
 
-// subscribeWhenReady retries a subscribe while the new stream has not yet
-// reached the broker (not_found is retryable: the catalog syncs often).
-func subscribeWhenReady(ctx context.Context, c *felix.Client, ns, stream string) (*felix.Subscription, error) {
+// whenReady retries f while the broker answers not_found: a stream or cache
+// created a moment ago reaches the broker on its next catalog sync.
+func whenReady(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		sub, err := c.Subscribe(ctx, ns, stream)
+		err := f()
 		var be *felix.BrokerError
 		if err == nil || !errors.As(err, &be) || be.Code != wire.CodeNotFound || time.Now().After(deadline) {
-			return sub, err
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
+}
+
+func subscribeWhenReady(ctx context.Context, c *felix.Client, ns, stream string) (sub *felix.Subscription, err error) {
+	err = whenReady(ctx, func() error {
+		sub, err = c.Subscribe(ctx, ns, stream)
+		return err
+	})
+	return sub, err
 }
 
 type pubsubParams struct {
@@ -276,18 +288,8 @@ func runLatency(ctx context.Context, t *target, payload int, count int, d time.D
 	}
 	defer c.Close()
 	msg := make([]byte, payload)
-	// Wait for the stream to reach the broker.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := c.Publish(ctx, t.ns, stream, msg, felix.AckPerMessage)
-		var be *felix.BrokerError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &be) || be.Code != wire.CodeNotFound || time.Now().After(deadline) {
-			return nil, err
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := whenReady(ctx, func() error { return c.Publish(ctx, t.ns, stream, msg, felix.AckPerMessage) }); err != nil {
+		return nil, err
 	}
 	lat := newLatencies(100000)
 	start := time.Now()
@@ -319,17 +321,8 @@ func runCache(ctx context.Context, t *target, inflight, value, keys int, d time.
 	}
 	defer c.Close()
 	val := make([]byte, value)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := c.CachePut(ctx, t.ns, cache, "warm", val, 0)
-		var be *felix.BrokerError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &be) || be.Code != wire.CodeNotFound || time.Now().After(deadline) {
-			return nil, err
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := whenReady(ctx, func() error { return c.CachePut(ctx, t.ns, cache, "warm", val, 0) }); err != nil {
+		return nil, err
 	}
 	var gets, puts, errs atomic.Int64
 	var wg sync.WaitGroup

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestBenchScenariosRun runs every `felix bench` scenario briefly against a
+// real broker so the tool cannot rot. It checks what the scenarios promise
+// (no loss under Block with waiting ingress, no errors), never speed.
+func TestBenchScenariosRun(t *testing.T) {
+	n := startServe(t, "FELIX_PUB_INGRESS_WAIT=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	figures := func(args ...string) map[string]float64 {
+		t.Helper()
+		out := n.mustFelix(ctx, append(append([]string{"bench"}, args...), "-o", "json")...)
+		var r struct {
+			Scenario string `json:"scenario"`
+			Figures  []struct {
+				Name  string  `json:"name"`
+				Value float64 `json:"value"`
+			} `json:"figures"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("bench %v: %v in %q", args, err, out)
+		}
+		f := map[string]float64{}
+		for _, x := range r.Figures {
+			f[x.Name] = x.Value
+		}
+		return f
+	}
+
+	if f := figures("quic-raw", "--duration", "1s"); f["received_mb_per_s"] <= 0 {
+		t.Errorf("quic-raw moved nothing: %v", f)
+	}
+	f := figures("pubsub", "--duration", "1s", "--payload", "4096", "--batch", "16", "--policy", "block")
+	if f["published"] <= 0 || f["lost"] != 0 || f["delivered"] != f["published"] || f["publish_errors"] != 0 {
+		t.Errorf("pubsub under block with waiting ingress: %v; want everything delivered", f)
+	}
+	f = figures("pubsub", "--duration", "1s", "--payload", "1024", "--acked")
+	if f["published"] <= 0 || f["publish_errors"] != 0 {
+		t.Errorf("acked pubsub: %v", f)
+	}
+	f = figures("fanout", "--subscribers", "10", "--rate", "200", "--duration", "1s")
+	if f["published"] <= 0 || f["errors"] != 0 || f["delivered"] != 10*f["published"] {
+		t.Errorf("fanout to 10: %v; want every subscriber to get every message", f)
+	}
+	if f := figures("latency", "--count", "200", "--duration", "5s"); f["acked_publish_p50"] <= 0 {
+		t.Errorf("latency: %v", f)
+	}
+	if f := figures("cache", "--duration", "1s", "--inflight", "8"); f["ops_per_s"] <= 0 || f["errors"] != 0 {
+		t.Errorf("cache: %v", f)
+	}
+}
