@@ -85,7 +85,18 @@ func (c *catalogState) RemoveNamespace(tenant, ns string) {
 }
 
 // ApplyStream creates or updates a stream in the core.
-func (c *catalogState) ApplyStream(s wire.StreamSpec) error { return c.core.ApplyStream(s) }
+// A durable stream is served from memory until this broker has durable
+// storage (a later release); the log says so rather than let an operator
+// believe its records survive a restart.
+func (c *catalogState) ApplyStream(s wire.StreamSpec) error {
+	if s.Durable {
+		if _, known := c.core.Stream(core.StreamKey{Tenant: s.TenantID, Namespace: s.Namespace, Stream: s.Stream}); !known {
+			c.log.Warn("stream is marked durable but this broker has no durable storage yet; serving it from memory",
+				"tenant", s.TenantID, "namespace", s.Namespace, "stream", s.Stream)
+		}
+	}
+	return c.core.ApplyStream(s)
+}
 
 // RemoveStream deletes a stream; its subscribers end.
 func (c *catalogState) RemoveStream(s wire.StreamSpec) {

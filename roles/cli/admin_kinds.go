@@ -73,7 +73,7 @@ func streamKind() resourceKind[wire.StreamSpec] {
 		label:  inNamespace,
 		createFlags: []cli.Flag{
 			&cli.UintFlag{Name: "shards", Usage: "number of shards", DefaultText: "1"},
-			&cli.BoolFlag{Name: "durable", Usage: "write the stream to the log"},
+			&cli.BoolFlag{Name: "durable", Usage: "mark the stream durable (stored in the catalog; brokers serve it from memory until durable storage lands)"},
 			&cli.Uint64Flag{Name: "retention-bytes", Usage: "keep at most `BYTES` of a durable stream", DefaultText: "no limit"},
 			&cli.DurationFlag{Name: "retention-age", Usage: "keep records of a durable stream for `DURATION`, e.g. 24h", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "policy", Usage: "what a full subscriber queue does: drop_new, block or drop_old", DefaultText: "broker default"},
