@@ -55,14 +55,25 @@ func newEnvelope(key *StreamKey, payloads [][]byte, base uint64, publisher strin
 }
 
 func payloadBytes(payloads [][]byte) int {
+	return BatchBytes(payloads)
+}
+
+// PayloadOverhead is what one record costs in memory beyond its bytes (its
+// slice header). Byte bounds count it so that a batch of many empty
+// payloads cannot slip past them.
+const PayloadOverhead = 24
+
+// BatchBytes is the memory a batch of payloads is charged for: their bytes
+// plus PayloadOverhead each.
+func BatchBytes(payloads [][]byte) int {
 	n := 0
 	for _, p := range payloads {
-		n += len(p)
+		n += len(p) + PayloadOverhead
 	}
 	return n
 }
 
-// Size returns the batch's payload bytes.
+// Size returns the bytes the batch is charged for (BatchBytes).
 func (e *Envelope) Size() int {
 	if e.size > 0 {
 		return e.size

@@ -117,7 +117,7 @@ func TestSuffixEnvelope(t *testing.T) {
 		t.Error("suffix from the base offset should be the envelope itself")
 	}
 	s := e.suffixFrom(12)
-	if s.BaseOffset != 12 || s.Len() != 3 || string(s.Payloads[0]) != "p-2" || s.Size() != 9 {
+	if s.BaseOffset != 12 || s.Len() != 3 || string(s.Payloads[0]) != "p-2" || s.Size() != 9+3*PayloadOverhead {
 		t.Errorf("suffix: base %d len %d first %q size %d", s.BaseOffset, s.Len(), s.Payloads[0], s.Size())
 	}
 }

@@ -228,21 +228,23 @@ func TestBlockWaiterReleasedWhenSubscriberCloses(t *testing.T) {
 }
 
 func TestSubscriberQueueByteBound(t *testing.T) {
-	_, st := newTestStream(t, Config{SubQueueMaxBytes: 100}, 1, "")
+	// Each record is charged its bytes plus PayloadOverhead.
+	const o = PayloadOverhead
+	_, st := newTestStream(t, Config{SubQueueMaxBytes: 100 + 3*o}, 1, "")
 	sh := shard0(t, st)
 	s := subscribe(t, sh, SubscribeOptions{Capacity: 100})
-	big := [][]byte{make([]byte, 150)}
+	big := [][]byte{make([]byte, 150 + 3*o)}
 	publish(t, sh, big) // larger than the bound, but the queue is empty
 	publish(t, sh, [][]byte{make([]byte, 10)})
-	if n, b := s.Depth(); n != 1 || b != 150 || s.Dropped() != 1 {
+	if n, b := s.Depth(); n != 1 || b != 150+4*o || s.Dropped() != 1 {
 		t.Fatalf("depth %d/%d dropped %d", n, b, s.Dropped())
 	}
 	drain(s)
 	for range 5 {
 		publish(t, sh, [][]byte{make([]byte, 30)})
 	}
-	if n, b := s.Depth(); n != 3 || b != 90 || s.Dropped() != 3 {
-		t.Fatalf("depth %d/%d dropped %d, want 3/90 dropped 3", n, b, s.Dropped())
+	if n, b := s.Depth(); n != 3 || b != 90+3*o || s.Dropped() != 3 {
+		t.Fatalf("depth %d/%d dropped %d, want 3/%d dropped 3", n, b, s.Dropped(), 90+3*o)
 	}
 }
 

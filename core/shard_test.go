@@ -103,7 +103,7 @@ func assertCursorErr(t *testing.T, sh *Shard, off uint64, reason, key string, va
 }
 
 func TestBacklogLargerThanCapacityIsNotDropped(t *testing.T) {
-	_, st := newTestStream(t, Config{SubQueueMaxBytes: 10}, 1, "")
+	_, st := newTestStream(t, Config{SubQueueMaxBytes: 10 + 2*PayloadOverhead}, 1, "")
 	sh := shard0(t, st)
 	for range 10 {
 		publish(t, sh, payloads(1, "bb"))

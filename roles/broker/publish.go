@@ -17,11 +17,7 @@ type pubRequest struct {
 }
 
 func (r *pubRequest) bytes() int64 {
-	var n int64
-	for _, p := range r.payloads {
-		n += int64(len(p))
-	}
-	return n
+	return int64(core.BatchBytes(r.payloads))
 }
 
 // handleJSONPublish serves publish and publish_batch. On an ingress stream

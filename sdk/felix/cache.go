@@ -4,14 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
 	"github.com/felixmq/felix/wire"
 )
 
-const cacheQueueLen = 256 // requests queued per cache worker
+// Bounds of one cache stream. Overflow policy: a caller waits for a free
+// in-flight slot (until its ctx ends) before its request is queued, so
+// neither the queue nor the pending map grows past these and nothing is
+// dropped.
+const (
+	cacheQueueLen      = 256       // requests queued for one stream's writer
+	cacheMaxInFlight   = 256       // requests written or queued, awaiting an answer, per stream
+	cacheCoalesceBytes = 256 << 10 // one Write call carries at most about this much
+)
 
 // CachePut stores value under key in namespace/cache. ttl 0 means no
 // expiry. A nil value is stored as an empty one.
@@ -49,21 +56,10 @@ func (c *Client) CacheDelete(ctx context.Context, namespace, cache, key string) 
 	return value, value != nil, err
 }
 
-// cacheReq is one cache round trip handed to a worker.
-type cacheReq struct {
-	ctx  context.Context
-	msg  wire.Message
-	id   uint64
-	resC chan cacheResult // buffered 1
-}
-
-type cacheResult struct {
-	value []byte
-	err   error
-}
-
-// cacheCall validates msg, gives it a request id and runs it on a worker
-// picked round-robin.
+// cacheCall validates msg, gives it a request id, encodes it and runs it
+// on a stream picked round-robin. Failures before the frame could have
+// left the client are marked not sent; that is what lets ClusterClient
+// retry a delete.
 func (c *Client) cacheCall(ctx context.Context, msg wire.Message, idField *uint64) ([]byte, error) {
 	if v, ok := msg.(wire.Validator); ok {
 		if err := v.Validate(); err != nil {
@@ -71,44 +67,42 @@ func (c *Client) cacheCall(ctx context.Context, msg wire.Message, idField *uint6
 		}
 	}
 	if err := c.checkUsable(); err != nil {
+		return nil, notSent(c.cacheFailure(err))
+	}
+	id := c.newRequestID()
+	*idField = id
+	frame, err := wire.AppendMessageFrame(nil, msg)
+	if err != nil {
+		return nil, notSent(err)
+	}
+	w := c.cache.pick()
+	p, err := w.enqueue(ctx, id, frame)
+	if err != nil {
 		return nil, err
 	}
-	*idField = c.newRequestID()
-	r := &cacheReq{ctx: ctx, msg: msg, id: *idField, resC: make(chan cacheResult, 1)}
-	w := c.cache.pick()
-	select {
-	case w.reqC <- r:
-	case <-ctx.Done():
-		return nil, notSent(ctx.Err())
-	case <-c.closedC:
-		return nil, notSent(ErrClosed)
-	}
-	select {
-	case res := <-r.resC:
-		return res.value, res.err
-	case <-ctx.Done():
-		return nil, ctx.Err() // the worker finishes the round trip and drops the answer
-	case <-c.closedC:
-		return nil, ErrClosed
-	}
+	return w.await(ctx, id, p)
 }
 
-// cachePool is a fixed set of workers, each doing sequential round trips
-// on its own stream.
+// cachePool is a fixed set of cache streams, each with its own writer,
+// reader and pending map.
 type cachePool struct {
 	workers []*cacheWorker
 	next    atomic.Uint32
 }
 
+// newCachePool starts one worker per configured stream. first, already
+// authenticated by Connect, becomes the first worker's stream.
 func newCachePool(c *Client, first *ctrlStream) *cachePool {
 	p := &cachePool{}
 	for i := range c.cfg.CacheStreams {
-		w := &cacheWorker{c: c, reqC: make(chan *cacheReq, cacheQueueLen)}
+		w := newCacheWorker(c)
 		if i == 0 {
-			w.cs = first
+			w.first = first
 		}
 		p.workers = append(p.workers, w)
-		c.spawn(w.run)
+		if !c.spawn(w.run) && w.first != nil {
+			w.first.abort()
+		}
 	}
 	return p
 }
@@ -117,105 +111,18 @@ func (p *cachePool) pick() *cacheWorker {
 	return p.workers[(p.next.Add(1)-1)%uint32(len(p.workers))]
 }
 
-// cacheWorker owns one authenticated stream (reopened after a failure).
-type cacheWorker struct {
-	c    *Client
-	reqC chan *cacheReq
-	cs   *ctrlStream
-}
-
-func (w *cacheWorker) run() {
-	defer func() {
-		if w.cs != nil {
-			w.cs.abort()
-		}
-	}()
-	for {
-		select {
-		case r := <-w.reqC:
-			if r.ctx.Err() != nil {
-				r.resC <- cacheResult{err: notSent(r.ctx.Err())}
-				continue
-			}
-			r.resC <- w.roundTrip(r)
-		case <-w.c.ctx.Done():
-			return
-		}
+// cacheFailure classifies a cache failure like Client.failure, with one
+// difference: once ClusterClient has shut this client down because its
+// connection died (it passes ErrSubscriptionLost as the reason), calls
+// still in flight on it report ErrConnectionLost rather than ErrClosed,
+// so they are retried like the call that noticed the loss first.
+func (c *Client) cacheFailure(err error) error {
+	if c.ctx.Err() == nil || !errors.Is(c.shutdownReason(), ErrSubscriptionLost) {
+		return c.failure(err)
 	}
-}
-
-// roundTrip writes one request and reads its answer. Any failure drops the
-// stream; the next request opens a new one.
-func (w *cacheWorker) roundTrip(r *cacheReq) cacheResult {
-	if w.cs == nil {
-		cs, err := w.c.openStream(w.c.ctx)
-		if err != nil {
-			return cacheResult{err: err}
-		}
-		w.cs = cs
+	cause := context.Cause(c.conn.Context())
+	if cause == nil {
+		cause = err
 	}
-	frame, err := wire.AppendMessageFrame(nil, r.msg)
-	if err != nil {
-		return cacheResult{err: notSent(err)}
-	}
-	// A caller that stops waiting resets the stream, so a broker that never
-	// answers holds this worker only as long as someone waits.
-	cs := w.cs
-	stop := context.AfterFunc(r.ctx, cs.abort)
-	defer stop()
-	if _, err := cs.s.Write(frame); err != nil {
-		w.drop()
-		return cacheResult{err: w.roundTripErr(r, err)}
-	}
-	value, err := w.readAnswer(r.id)
-	if err != nil {
-		w.drop()
-		var be *BrokerError
-		if !errors.As(err, &be) {
-			err = w.roundTripErr(r, err)
-		}
-	}
-	return cacheResult{value: value, err: err}
-}
-
-func (w *cacheWorker) roundTripErr(r *cacheReq, err error) error {
-	if r.ctx.Err() != nil && !w.c.dead() {
-		return r.ctx.Err()
-	}
-	return w.c.failure(err)
-}
-
-func (w *cacheWorker) drop() {
-	w.cs.abort()
-	w.cs = nil
-}
-
-// readAnswer reads until the answer to id arrives. A refusal is a
-// *BrokerError (the broker ends the stream after one).
-func (w *cacheWorker) readAnswer(id uint64) ([]byte, error) {
-	for {
-		msg, err := readMessage(w.cs.fr)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("felix: the broker ended the cache stream")
-			}
-			return nil, err
-		}
-		switch m := msg.(type) {
-		case *wire.CacheOK:
-			if m.RequestID == id {
-				return nil, nil
-			}
-		case *wire.CacheValue:
-			if m.RequestID == id {
-				return m.Value, nil
-			}
-		case *wire.ErrorMsg:
-			if m.RequestID == nil || *m.RequestID == id {
-				return nil, fromWire(m.Err())
-			}
-		case *wire.Unsupported:
-			return nil, unsupported(m.RequestType)
-		}
-	}
+	return fmt.Errorf("%w: %v", ErrConnectionLost, cause)
 }

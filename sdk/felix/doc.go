@@ -52,7 +52,8 @@
 // # Cache
 //
 // CachePut, CacheGet and CacheDelete are request/response calls over
-// Config.CacheStreams streams, each doing one round trip at a time.
+// Config.CacheStreams streams; each carries up to 256 requests in flight, matched
+// to their answers by request_id.
 // CacheGet and CacheDelete return found=false for an absent key and a
 // non-nil empty slice for a stored empty value.
 //

@@ -1,0 +1,150 @@
+package felix
+
+import (
+	"errors"
+	"io"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// run is the writer loop: take one request, drain whatever else is queued
+// (up to cacheCoalesceBytes) and send it all with one Write call. A broker
+// that stops reading stalls Write under QUIC flow control; callers still
+// return when their ctx ends, and the stream recovers only when it or the
+// connection fails.
+func (w *cacheWorker) run() {
+	defer func() {
+		if w.cur != nil {
+			w.kill(w.cur, w.c.cacheFailure(ErrClosed))
+		}
+	}()
+	if w.first != nil {
+		w.adopt(w.first)
+		w.first = nil
+	}
+	var buf []byte
+	batch := make([]*cacheReq, 0, cacheQueueLen)
+	for {
+		select {
+		case r := <-w.reqC:
+			batch = append(batch[:0], r)
+		case <-w.c.ctx.Done():
+			return
+		}
+		size := len(batch[0].frame)
+	drain:
+		for size < cacheCoalesceBytes {
+			select {
+			case r := <-w.reqC:
+				batch = append(batch, r)
+				size += len(r.frame)
+			default:
+				break drain
+			}
+		}
+		buf = w.write(batch, buf[:0])
+		if cap(buf) > 4*cacheCoalesceBytes {
+			buf = nil
+		}
+		clear(batch)
+	}
+}
+
+// write sends the batch's live requests on the current stream.
+func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
+	st, err := w.stream()
+	if err != nil {
+		w.failUnsent(batch, w.c.cacheFailure(err))
+		return buf
+	}
+	for _, r := range batch {
+		if w.claim(r, st) {
+			buf = append(buf, r.frame...)
+		}
+	}
+	if len(buf) == 0 {
+		return buf
+	}
+	if _, err := st.cs.s.Write(buf); err != nil {
+		w.kill(st, w.c.cacheFailure(err))
+	}
+	return buf
+}
+
+// stream returns the live stream, opening and authenticating a new one
+// when the last one died.
+func (w *cacheWorker) stream() (*cacheStream, error) {
+	if st := w.cur; st != nil {
+		select {
+		case <-st.deadC:
+		default:
+			return st, nil
+		}
+	}
+	w.cur = nil
+	cs, err := w.c.openStream(w.c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !w.adopt(cs) {
+		return nil, notSent(ErrClosed)
+	}
+	return w.cur, nil
+}
+
+// adopt makes cs the current stream and starts its reader. It returns
+// false, aborting cs, once the client is shutting down.
+func (w *cacheWorker) adopt(cs *ctrlStream) bool {
+	st := &cacheStream{cs: cs, deadC: make(chan struct{})}
+	if !w.c.spawn(func() { w.readAnswers(st) }) {
+		cs.abort()
+		return false
+	}
+	w.cur = st
+	return true
+}
+
+// readAnswers is st's reader: it hands each answer to the caller waiting
+// for its request id until the stream fails, then fails everyone still
+// waiting on st.
+func (w *cacheWorker) readAnswers(st *cacheStream) {
+	for {
+		msg, err := readMessage(st.cs.fr)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("felix: the broker ended the cache stream")
+			}
+			w.kill(st, w.c.cacheFailure(err))
+			return
+		}
+		if err := w.route(st, msg); err != nil {
+			w.kill(st, err)
+			return
+		}
+	}
+}
+
+// route delivers one answer. It returns an error, which ends the stream,
+// for a refusal that names no request: nothing tells which caller it
+// meant.
+func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
+	switch m := msg.(type) {
+	case *wire.CacheOK:
+		w.resolve(st, m.RequestID, cacheResult{})
+	case *wire.CacheValue:
+		w.resolve(st, m.RequestID, cacheResult{value: m.Value})
+	case *wire.ErrorMsg:
+		be := fromWire(m.Err())
+		if m.RequestID == nil {
+			return be
+		}
+		w.resolve(st, *m.RequestID, cacheResult{err: be})
+	case *wire.Unsupported:
+		be := unsupported(m.RequestType)
+		if m.RequestID == nil {
+			return be
+		}
+		w.resolve(st, *m.RequestID, cacheResult{err: be})
+	}
+	return nil
+}
