@@ -233,7 +233,7 @@ func TestSubscriberQueueByteBound(t *testing.T) {
 	_, st := newTestStream(t, Config{SubQueueMaxBytes: 100 + 3*o}, 1, "")
 	sh := shard0(t, st)
 	s := subscribe(t, sh, SubscribeOptions{Capacity: 100})
-	big := [][]byte{make([]byte, 150 + 3*o)}
+	big := [][]byte{make([]byte, 150+3*o)}
 	publish(t, sh, big) // larger than the bound, but the queue is empty
 	publish(t, sh, [][]byte{make([]byte, 10)})
 	if n, b := s.Depth(); n != 1 || b != 150+4*o || s.Dropped() != 1 {
