@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 func adminCommand() *cli.Command {
@@ -236,12 +237,13 @@ func confirm(c *cli.Context, what string) error {
 	return cli.Exit("aborted", exitGeneric)
 }
 
-// isTerminal reports whether r is a character device such as a terminal.
+// isTerminal reports whether r is a terminal. A character device is not
+// enough (/dev/null is one): the terminal ioctl must answer.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
