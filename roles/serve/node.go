@@ -92,13 +92,9 @@ func controlPlaneRole(ctx context.Context, o *options, log *slog.Logger) (*contr
 		store.Close()
 		return nil, err
 	}
-	created, err := cp.Bootstrap(ctx)
-	if err != nil {
+	if _, err := cp.Bootstrap(ctx); err != nil { // logs when it creates something
 		cp.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
-	}
-	if created {
-		log.Info("bootstrapped the catalog", "tenant", "default", "namespace", "default")
 	}
 	tokenPath := filepath.Join(o.DataDir, adminTokenFile)
 	if _, err := os.Stat(tokenPath); errors.Is(err, os.ErrNotExist) {
