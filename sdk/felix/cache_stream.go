@@ -24,23 +24,11 @@ func (w *cacheWorker) run() {
 	}
 	var buf []byte
 	batch := make([]*cacheReq, 0, cacheQueueLen)
+	frameLen := func(r *cacheReq) int { return len(r.frame) }
 	for {
-		select {
-		case r := <-w.reqC:
-			batch = append(batch[:0], r)
-		case <-w.c.ctx.Done():
+		var ok bool
+		if batch, ok = takeBatch(w.c.ctx, w.reqC, batch, frameLen, cacheCoalesceBytes); !ok {
 			return
-		}
-		size := len(batch[0].frame)
-	drain:
-		for size < cacheCoalesceBytes {
-			select {
-			case r := <-w.reqC:
-				batch = append(batch, r)
-				size += len(r.frame)
-			default:
-				break drain
-			}
 		}
 		buf = w.write(batch, buf[:0])
 		if cap(buf) > 4*cacheCoalesceBytes {

@@ -108,23 +108,11 @@ func (w *pubWorker) run() {
 			w.kill(w.cur, ErrClosed)
 		}
 	}()
+	frameLen := func(r *pubReq) int { return len(r.frame) }
 	for {
-		select {
-		case r := <-w.reqC:
-			batch = append(batch[:0], r)
-		case <-w.c.ctx.Done():
+		var ok bool
+		if batch, ok = takeBatch(w.c.ctx, w.reqC, batch, frameLen, maxCoalesceBytes); !ok {
 			return
-		}
-		size := len(batch[0].frame)
-	drain:
-		for size < maxCoalesceBytes {
-			select {
-			case r := <-w.reqC:
-				batch = append(batch, r)
-				size += len(r.frame)
-			default:
-				break drain
-			}
 		}
 		buf = w.process(batch, buf[:0])
 		if cap(buf) > 4*maxCoalesceBytes {
