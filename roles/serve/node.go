@@ -146,6 +146,13 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		}
 	}()
 
+	// Check every broker setting before anything starts.
+	var bcfg broker.Config
+	if withBroker {
+		if bcfg, err = broker.ConfigFromEnv(o.env); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+	}
 	if withControlPlane {
 		if cp, err = controlPlaneRole(ctx, o, log); err != nil {
 			return err
@@ -170,10 +177,6 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 			return err
 		}
 		caFile = ca
-		bcfg, err := broker.ConfigFromEnv(o.env)
-		if err != nil {
-			return cli.Exit(err.Error(), 2)
-		}
 		bcfg.ListenAddr = o.BrokerAddr
 		verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
 		srv, err = broker.New(bcfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: log, Verifier: verifier})
