@@ -52,13 +52,24 @@ func (r *router) run() {
 		if err != nil {
 			return
 		}
-		id, fr, err := r.readHello(rs)
-		if err != nil {
+		// Each stream's hello is read on its own goroutine, so one slow
+		// stream cannot hold up the ones accepted after it. The broker's
+		// stream limit bounds how many there are.
+		if !r.c.spawn(func() { r.accept(rs) }) {
 			rs.CancelRead(streamErrBadHead)
-			continue
+			return
 		}
-		r.offer(id, eventStream{rs: rs, fr: fr})
 	}
+}
+
+// accept reads an event stream's hello and offers it to its subscription.
+func (r *router) accept(rs *quic.ReceiveStream) {
+	id, fr, err := r.readHello(rs)
+	if err != nil {
+		rs.CancelRead(streamErrBadHead)
+		return
+	}
+	r.offer(id, eventStream{rs: rs, fr: fr})
 }
 
 func (r *router) readHello(rs *quic.ReceiveStream) (uint64, *wire.FrameReader, error) {
@@ -79,6 +90,11 @@ func (r *router) readHello(rs *quic.ReceiveStream) (uint64, *wire.FrameReader, e
 // offer hands an arrived stream to its registration, or parks it.
 func (r *router) offer(id uint64, es eventStream) {
 	r.mu.Lock()
+	if r.ended { // the connection is gone; nobody will claim the stream
+		r.mu.Unlock()
+		es.rs.CancelRead(0)
+		return
+	}
 	if sub, ok := r.regs[id]; ok {
 		delete(r.regs, id)
 		r.mu.Unlock()
