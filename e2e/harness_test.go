@@ -214,38 +214,21 @@ func (n *node) mustFelix(ctx context.Context, args ...string) string {
 
 // startFelix starts a client command in the background and returns a
 // function that waits for it and returns its stdout.
-func (n *node) startFelix(ctx context.Context, args ...string) (lines <-chan string, wait func() (string, error)) {
+func (n *node) startFelix(ctx context.Context, args ...string) (wait func() (string, error)) {
 	n.t.Helper()
 	cmd := exec.CommandContext(ctx, felixBin, args...)
 	cmd.Dir = n.dir
-	pr, pw := io.Pipe()
-	var all syncBuffer
-	var errb syncBuffer
-	cmd.Stdout = io.MultiWriter(pw, &all)
-	cmd.Stderr = &errb
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		n.t.Fatalf("felix %v: %v", args, err)
 	}
-	ch := make(chan string, 1024)
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-	}()
-	done := make(chan error, 1)
-	go func() {
+	return func() (string, error) {
 		err := cmd.Wait()
-		pw.Close()
-		done <- err
-	}()
-	return ch, func() (string, error) {
-		err := <-done
 		if err != nil {
 			err = fmt.Errorf("%w; stderr: %s", err, errb.String())
 		}
-		return all.String(), err
+		return out.String(), err
 	}
 }
 
@@ -281,8 +264,8 @@ func (n *node) connect(ctx context.Context, token string) *felix.Client {
 	return c
 }
 
-// metric returns the value of a Prometheus sample whose line starts with
-// prefix, or -1 when absent.
+// metric returns the value of the first Prometheus sample named prefix
+// (with or without labels), or -1 when there is none.
 func (n *node) metric(prefix string) float64 {
 	n.t.Helper()
 	resp, err := http.Get(n.metrics + "/metrics")
@@ -293,7 +276,7 @@ func (n *node) metric(prefix string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, prefix+" ") || strings.HasPrefix(line, prefix+"{") && strings.HasPrefix(line, prefix) {
+		if strings.HasPrefix(line, prefix+" ") || strings.HasPrefix(line, prefix+"{") {
 			var v float64
 			fields := strings.Fields(line)
 			fmt.Sscan(fields[len(fields)-1], &v)

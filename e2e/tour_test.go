@@ -20,14 +20,13 @@ func TestReadmeTour(t *testing.T) {
 			return n.metric("felix_broker_subscriptions") >= want
 		})
 	}
-	lines, wait := n.startFelix(ctx, "sub", "events", "--count", "3")
+	wait := n.startFelix(ctx, "sub", "events", "--count", "3")
 	waitForSubscription(1)
 	n.mustFelix(ctx, "pub", "events", "one", "two", "three")
 	out, err := wait()
 	if err != nil {
 		t.Fatalf("felix sub: %v", err)
 	}
-	_ = lines
 	if got := strings.TrimSpace(out); got != "one\ntwo\nthree" {
 		t.Fatalf("felix sub printed %q, want one, two, three on their own lines", got)
 	}
@@ -53,7 +52,7 @@ func TestFlagsAfterPositionals(t *testing.T) {
 	if !strings.Contains(out, `"shards": 2`) && !strings.Contains(out, `"shards":2`) {
 		t.Fatalf("stream get -o json = %s, want shards 2", out)
 	}
-	_, wait := n.startFelix(ctx, "sub", "--count", "1", "orders")
+	wait := n.startFelix(ctx, "sub", "--count", "1", "orders")
 	eventually(t, 10*time.Second, "the subscription to register", func() bool {
 		return n.metric("felix_broker_subscriptions") >= 1
 	})

@@ -24,3 +24,13 @@ func takeBatch[T any](ctx context.Context, reqC <-chan T, batch []T, frameLen fu
 	}
 	return batch, true
 }
+
+// closed reports whether c has been closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -62,12 +62,8 @@ func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
 // stream returns the live stream, opening and authenticating a new one
 // when the last one died.
 func (w *cacheWorker) stream() (*cacheStream, error) {
-	if st := w.cur; st != nil {
-		select {
-		case <-st.deadC:
-		default:
-			return st, nil
-		}
+	if st := w.cur; st != nil && !closed(st.deadC) {
+		return st, nil
 	}
 	w.cur = nil
 	cs, err := w.c.openStream(w.c.ctx)

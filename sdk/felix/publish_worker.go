@@ -282,12 +282,8 @@ func (w *pubWorker) claim(r *pubReq, st *pubStream) bool {
 // stream returns the live stream, opening and authenticating a new one
 // when there is none.
 func (w *pubWorker) stream() (*pubStream, error) {
-	if st := w.cur; st != nil {
-		select {
-		case <-st.deadC:
-		default:
-			return st, nil
-		}
+	if st := w.cur; st != nil && !closed(st.deadC) {
+		return st, nil
 	}
 	w.cur = nil
 	cs, err := w.c.openStream(w.c.ctx)

@@ -117,11 +117,7 @@ func TestSubscribeHelloAfterSubscribed(t *testing.T) {
 func TestNextIsCancelSafe(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
 	c := connect(t, fb)
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -154,11 +150,7 @@ func TestNextIsCancelSafe(t *testing.T) {
 func TestConnectionKilledEndsSubscription(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
 	c := connect(t, fb)
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("1"), []byte("2"))
 	if ev := next(t, sub); string(ev.Payload) != "1" {
 		t.Fatalf("got %q", ev.Payload)
@@ -177,11 +169,7 @@ func TestConnectionKilledEndsSubscription(t *testing.T) {
 func TestSubscriptionEndsWhenBrokerEndsStream(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
 	c := connect(t, fb)
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("x"))
 	_ = fs.es.Close()
 	next(t, sub)
@@ -193,11 +181,7 @@ func TestSubscriptionEndsWhenBrokerEndsStream(t *testing.T) {
 func TestBrokerErrorOnEventStream(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
 	c := connect(t, fb)
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 	if err := writeMsg(fs.es, wire.NewError(wire.CodeNotFound, "stream deleted").ErrorMessage(true)); err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +203,7 @@ func TestSubscribeRefused(t *testing.T) {
 func TestSubscriptionClose(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
 	c := connect(t, fb)
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("queued"))
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
@@ -250,11 +230,7 @@ func TestBlockedReaderDoesNotBlockClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := fb.nextSubscription()
+	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("1"), []byte("2"), []byte("3"))
 	next(t, sub) // the reader is now blocked on a full queue, or soon will be
 	c.Close()
@@ -268,4 +244,15 @@ func TestBlockedReaderDoesNotBlockClose(t *testing.T) {
 			break
 		}
 	}
+}
+
+// subscribeFake subscribes c to the fake broker's stream ns/s and returns
+// the subscription with the fake's side of it.
+func subscribeFake(t *testing.T, c *Client, fb *fakeBroker) (*Subscription, *fakeSub) {
+	t.Helper()
+	sub, err := c.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub, fb.nextSubscription()
 }
