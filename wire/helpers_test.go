@@ -50,6 +50,16 @@ func sampleMessages() []Message {
 		&ErrorMsg{Message: "auth required"},
 		&Unsupported{RequestType: "topology", RequestID: u64p(3)},
 		&Unsupported{RequestType: "topology"},
+		&SubscribeCursorError{Reason: CursorTooOld, Requested: 5, Available: 1200, Message: "offset 5 is older than the oldest retained offset 1200"},
+		&SubscribeCursorError{Reason: CursorInFuture, Requested: 9000, Available: 1350, RequestID: u64p(10)},
+		&SubscriptionLagged{SubscriptionID: 7, ResumeFrom: 48210},
+		&StreamRead{TenantID: "acme", Namespace: "prod", Stream: "events", Shard: 1, From: 48210, End: u64p(48300), MaxRecords: 50, RequestID: 10},
+		&StreamRead{TenantID: "acme", Namespace: "prod", Stream: "events", From: 0, RequestID: 11},
+		&StreamRecords{Records: []StreamRecord{{Offset: 48210, Payload: []byte("x"), TimestampMicros: 1767225600000000, Publisher: "svc"}, {Offset: 48211, Payload: []byte{}}}, NextOffset: 48212, RequestID: 10},
+		&StreamRecords{Records: []StreamRecord{}, NextOffset: 3, RequestID: 11},
+		&OffsetForTime{TenantID: "acme", Namespace: "prod", Stream: "events", Shard: 0, AtMicros: 1767225600000000, RequestID: 9},
+		&OffsetValue{Offset: u64p(48210), RequestID: 9},
+		&OffsetValue{RequestID: 9},
 	}
 }
 

@@ -256,7 +256,7 @@ func newMessage(t string) Message {
 	case "unsupported":
 		return &Unsupported{}
 	}
-	return nil
+	return newDurableMessage(t)
 }
 
 // ParseMessage decodes one JSON control message. A JSON object with an

@@ -66,7 +66,9 @@ func TestMessageFrameRoundTrip(t *testing.T) {
 func TestEveryMessageTypeIsSampled(t *testing.T) {
 	types := []string{"auth", "auth_ok", "publish", "publish_batch", "publish_ok", "publish_error",
 		"subscribe", "subscribed", "event_stream_hello", "event", "event_batch", "cache_put",
-		"cache_get", "cache_delete", "cache_ok", "cache_value", "error", "unsupported"}
+		"cache_get", "cache_delete", "cache_ok", "cache_value", "error", "unsupported",
+		"subscribe_cursor_error", "subscription_lagged", "stream_read", "stream_records",
+		"offset_for_time", "offset_value"}
 	seen := map[string]bool{}
 	for _, m := range sampleMessages() {
 		seen[m.MessageType()] = true
@@ -376,5 +378,18 @@ func TestValidateAfterParse(t *testing.T) {
 				t.Errorf("%s sample refused: %v", m.MessageType(), err)
 			}
 		}
+	}
+}
+
+func TestValidateDurableRequests(t *testing.T) {
+	ok := &StreamRead{TenantID: "acme", Namespace: "prod", Stream: "events", From: 5, End: u64p(5)}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("empty range: %v", err)
+	}
+	wantInvalid(t, (&StreamRead{TenantID: "acme", Namespace: "prod", Stream: "events", From: 6, End: u64p(5)}).Validate())
+	wantInvalid(t, (&StreamRead{TenantID: "acme", Namespace: "prod"}).Validate())
+	wantInvalid(t, (&OffsetForTime{TenantID: "acme", Stream: "events"}).Validate())
+	if err := (&OffsetForTime{TenantID: "acme", Namespace: "prod", Stream: "events"}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
