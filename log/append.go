@@ -1,0 +1,167 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"syscall"
+	"time"
+)
+
+// Appended identifies the records of one Append, for Wait.
+type Appended struct {
+	Base       uint64 // offset of the first record
+	Count      uint32
+	TimeMicros uint64 // the records' time, µs since the Unix epoch
+	end        uint64 // Base + Count
+}
+
+// Append writes one record per payload at the next offsets, all with the
+// current time and the given publisher (may be ""). It returns once the
+// bytes are handed to the OS; Wait makes them durable under the policy.
+// Concurrent appends are serialized; offsets follow the order of return.
+// On a write error nothing is consumed: the partial bytes are cut away and
+// the error matches ErrNoSpace (and syscall.ENOSPC) when the disk is full.
+func (l *Log) Append(payloads [][]byte, publisher string) (Appended, error) {
+	return l.AppendAt(payloads, publisher, nowMicros(l.opts.Now()))
+}
+
+// AppendAt is Append with an explicit record time in µs.
+func (l *Log) AppendAt(payloads [][]byte, publisher string, timeMicros uint64) (Appended, error) {
+	size, err := batchSize(payloads, publisher)
+	if err != nil {
+		return Appended{}, err
+	}
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return Appended{}, fmt.Errorf("log: append: %w", err)
+	}
+	if len(payloads) == 0 {
+		a := Appended{Base: l.next, TimeMicros: timeMicros, end: l.next}
+		l.mu.Unlock()
+		return a, nil
+	}
+	victims, err := l.maybeRollLocked(size)
+	var a Appended
+	if err == nil {
+		a, err = l.writeLocked(payloads, publisher, timeMicros)
+	}
+	l.mu.Unlock()
+	l.removeSegments(victims)
+	return a, err
+}
+
+// nowMicros converts a time to µs since the epoch, clamping at 0.
+func nowMicros(t time.Time) uint64 {
+	return uint64(max(0, t.UnixMicro()))
+}
+
+// batchSize checks the limits and returns the encoded size of a batch.
+func batchSize(payloads [][]byte, publisher string) (int64, error) {
+	if len(publisher) > MaxPublisherBytes {
+		return 0, fmt.Errorf("log: append: publisher of %d bytes: %w", len(publisher), ErrTooLarge)
+	}
+	if uint64(len(payloads)) > math.MaxUint32 {
+		return 0, fmt.Errorf("log: append: %d records: %w", len(payloads), ErrTooLarge)
+	}
+	var total int64
+	for _, p := range payloads {
+		n := recordSize(publisher, p)
+		if n > MaxRecordBytes {
+			return 0, fmt.Errorf("log: append: record of %d bytes: %w", n, ErrTooLarge)
+		}
+		total += int64(n)
+		if total > MaxBatchBytes {
+			return 0, fmt.Errorf("log: append: batch over %d bytes: %w", MaxBatchBytes, ErrTooLarge)
+		}
+	}
+	return total, nil
+}
+
+// maybeRollLocked seals the active segment when size more bytes would take
+// it past SegmentBytes, and returns the segments retention now drops.
+func (l *Log) maybeRollLocked(size int64) ([]*segment, error) {
+	act := l.active()
+	if act.size == 0 || act.size+size <= l.opts.SegmentBytes {
+		return nil, nil
+	}
+	// The sealed segment is fsynced before its successor exists, so recovery
+	// never finds a torn record outside the last segment.
+	if err := l.fsyncLocked(act); err != nil {
+		return nil, fmt.Errorf("log: roll: %w", err)
+	}
+	l.advanceSyncedLocked(act.next)
+	next, err := l.createSegment(act.next)
+	if err != nil {
+		return nil, wrapWriteErr(err)
+	}
+	if err := writeIndexes(l.fs, act, act.offIdx, act.timeIdx); err != nil {
+		l.opts.Logger.Warn("log: write index at seal", "segment", act.name(), "err", err)
+	}
+	l.segs = append(l.segs, next)
+	return l.retentionVictimsLocked(), nil
+}
+
+// advanceSyncedLocked records that fsync covered everything below off.
+func (l *Log) advanceSyncedLocked(off uint64) {
+	if off <= l.synced {
+		return
+	}
+	l.synced = off
+	if l.opts.Fsync == FsyncAlways && l.failErr == nil {
+		l.durable = max(l.durable, off)
+	}
+	l.broadcastLocked()
+}
+
+// writeLocked encodes and writes a batch to the active segment in one
+// write. On error it cuts the partial bytes away; if that fails the log
+// fails, because the file may now hold a record at an offset not consumed.
+func (l *Log) writeLocked(payloads [][]byte, publisher string, t uint64) (Appended, error) {
+	act := l.active()
+	buf := l.encBuf[:0]
+	for i, p := range payloads {
+		buf = appendRecord(buf, l.next+uint64(i), t, publisher, p)
+	}
+	if cap(buf) <= 4<<20 {
+		l.encBuf = buf
+	}
+	n, err := act.f.Write(buf)
+	if err == nil && n != len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		if n > 0 {
+			if terr := act.f.Truncate(act.size); terr != nil {
+				return Appended{}, fmt.Errorf("log: append: %w (rollback: %w)", wrapWriteErr(err),
+					l.failLocked(fmt.Errorf("truncate %s after failed write: %w", act.name(), terr)))
+			}
+		}
+		return Appended{}, wrapWriteErr(err)
+	}
+	a := Appended{Base: l.next, Count: uint32(len(payloads)), TimeMicros: t}
+	pos := act.size
+	for _, p := range payloads {
+		sz := int64(recordSize(publisher, p))
+		act.noteRecord(pos, l.next, t, sz, l.opts.IndexIntervalBytes)
+		pos += sz
+		l.next++
+	}
+	a.end = l.next
+	if l.opts.Fsync != FsyncAlways {
+		l.durable = l.next
+	}
+	l.stats.Appends++
+	l.stats.Records += uint64(len(payloads))
+	return a, nil
+}
+
+// wrapWriteErr makes a disk-full error match ErrNoSpace as well.
+func wrapWriteErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: append: %w", ErrNoSpace, err)
+	}
+	return fmt.Errorf("log: append: %w", err)
+}

@@ -1,0 +1,42 @@
+// Package log is Felix's segmented append-only log: one per stream shard,
+// and the storage under caches, counters, group cursors and replication.
+//
+// # Records and files
+//
+// A log is a directory of segment files named by the offset of their first
+// record (20 decimal digits, ".log"). Each record carries its offset, its
+// append time in µs, an optional publisher, the payload, and a CRC32C over
+// all of it. Beside each segment sit a sparse offset index (".index") and a
+// time index (".timeindex"); both are derived data, rebuilt whenever they
+// are missing or disagree with the segment. The byte layout is documented in
+// docs/storage.md.
+//
+// # Usage contract
+//
+//  1. Open recovers the directory. A torn tail of the last segment is cut
+//     and reported; any other damage makes Open return a *CorruptionError
+//     and touch nothing. Inspect reaches the same verdict read-only.
+//  2. Append (or AppendAt) writes a batch and returns once the bytes are
+//     in the OS. Appends are serialized; offsets are contiguous.
+//  3. Wait(a) before acknowledging a: under FsyncAlways it returns after
+//     an fsync that covered a (one fsync serves every append written while
+//     the previous one ran); under FsyncPeriodic and FsyncNone it returns
+//     at once. FsyncPeriodic fsyncs every FsyncInterval, so a machine crash
+//     can lose up to that much acknowledged data; FsyncNone fsyncs only at
+//     Open, when a segment is sealed, on Sync and on Close.
+//  4. A write error (ENOSPC included) consumes no offsets and leaves the
+//     log usable. A failed fsync, or a failed rollback after a write error,
+//     fails the log for good: every later Append returns an error wrapping
+//     ErrFailed, and so does every Wait for records no fsync covered.
+//     Reopen the directory to recover.
+//  5. Read and OffsetForTime may run concurrently with everything else.
+//     A read below StartOffset (retention deleted it, possibly while the
+//     read ran) returns a *CursorError with TooOld set.
+//  6. Call ApplyRetention periodically for age retention; the log applies
+//     retention itself after every segment roll. The active segment is never
+//     deleted.
+//  7. Close fsyncs, writes the active segment's indexes and stops the one
+//     background goroutine (the flusher). Close every log you open.
+//
+// The package registers no metrics; Stats gives the counters to export.
+package log

@@ -1,0 +1,64 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNoSpace marks an append refused because the disk is full. No offsets
+	// were consumed; a later append may succeed once space returns.
+	ErrNoSpace = errors.New("log: no space left on device")
+	// ErrFailed marks a log that can no longer promise durability (an fsync
+	// or a rollback truncate failed). Every later Append and Wait fails.
+	ErrFailed = errors.New("log: failed")
+	// ErrClosed is returned by operations on a closed log.
+	ErrClosed = errors.New("log: closed")
+	// ErrTooLarge is returned for a record, publisher or batch over its limit.
+	ErrTooLarge = errors.New("log: too large")
+)
+
+// CorruptionError reports damage that recovery refuses to repair because it
+// is not a torn tail: a bad record in a sealed segment, or a bad record that
+// valid records follow.
+type CorruptionError struct {
+	// Segment is the segment file's base name.
+	Segment string
+	// Position is the byte position of the bad record in that file.
+	Position int64
+	// LastGoodOffset is the offset of the last record that verified before
+	// the damage. When none did (HasLastGood false) it is the segment's base
+	// offset minus one, wrapping for base 0.
+	LastGoodOffset uint64
+	// HasLastGood says whether any record verified before the damage.
+	HasLastGood bool
+	// Reason names the check that failed: "crc mismatch", "bad length",
+	// "partial record", "offset out of sequence", "bad publisher length",
+	// "segment base out of sequence".
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	if !e.HasLastGood {
+		return fmt.Sprintf("segment %s position %d: %s (no good record before it)", e.Segment, e.Position, e.Reason)
+	}
+	return fmt.Sprintf("segment %s position %d: %s (last good offset %d)", e.Segment, e.Position, e.Reason, e.LastGoodOffset)
+}
+
+// CursorError is returned by Read for an offset outside the retained range.
+type CursorError struct {
+	// TooOld is true when Requested is below the oldest retained offset and
+	// false when it is beyond the next offset.
+	TooOld bool
+	// Requested is the offset asked for.
+	Requested uint64
+	// Available is the oldest retained offset (TooOld) or the next offset.
+	Available uint64
+}
+
+func (e *CursorError) Error() string {
+	if e.TooOld {
+		return fmt.Sprintf("log: offset %d is too old (oldest retained %d)", e.Requested, e.Available)
+	}
+	return fmt.Sprintf("log: offset %d is in the future (next offset %d)", e.Requested, e.Available)
+}

@@ -1,0 +1,116 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// runFlusher is the one goroutine that fsyncs the active segment: on demand
+// from Wait under FsyncAlways (group commit: every append written while an
+// fsync runs is covered by the next one), and on a ticker under
+// FsyncPeriodic. Close stops it.
+func (l *Log) runFlusher() {
+	defer l.wg.Done()
+	var tickC <-chan time.Time
+	if l.opts.Fsync == FsyncPeriodic {
+		t := time.NewTicker(l.opts.FsyncInterval)
+		defer t.Stop()
+		tickC = t.C
+	}
+	for {
+		select {
+		case <-l.stopC:
+			return
+		case <-l.kickC:
+		case <-tickC:
+		}
+		_ = l.syncOnce() // a failure is recorded in the log and seen by every waiter
+	}
+}
+
+// syncOnce fsyncs the active segment if it holds unsynced records. The
+// fsync runs without the lock, so appends continue meanwhile.
+func (l *Log) syncOnce() error {
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	if l.synced >= l.next {
+		l.mu.Unlock()
+		return nil
+	}
+	seg, target := l.active(), l.next
+	seg.syncers++ // keeps retention from deleting it under the fsync
+	l.mu.Unlock()
+
+	start := time.Now()
+	err := seg.f.Sync()
+	took := time.Since(start)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seg.syncers--
+	l.countFsync(took)
+	if err != nil && l.closed {
+		return ErrClosed // Close closed the file under us; it fsyncs itself
+	}
+	if err != nil {
+		return l.failLocked(fmt.Errorf("fsync %s: %w", seg.name(), err))
+	}
+	l.advanceSyncedLocked(target)
+	return nil
+}
+
+// kick wakes the flusher without blocking; one pending wake is enough.
+func (l *Log) kick() {
+	select {
+	case l.kickC <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until a is durable under the policy: under FsyncAlways until
+// an fsync covered it; under the other policies it returns at once, since
+// Append already handed the bytes to the OS. It fails with ErrFailed when
+// the log failed before a became durable. Cancelling ctx returns ctx.Err()
+// and undoes nothing.
+func (l *Log) Wait(ctx context.Context, a Appended) error {
+	l.mu.Lock()
+	for {
+		if l.durable >= a.end {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.failErr != nil {
+			err := l.failErr
+			l.mu.Unlock()
+			return fmt.Errorf("log: wait: %w", err)
+		}
+		if l.closed {
+			l.mu.Unlock()
+			return fmt.Errorf("log: wait: %w", ErrClosed)
+		}
+		if l.opts.Fsync != FsyncAlways {
+			// Only a failure pulls durable below an append; handled above.
+			l.mu.Unlock()
+			return nil
+		}
+		ch := l.syncedC
+		l.mu.Unlock()
+		l.kick()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+}
+
+// Sync fsyncs the active segment now, whatever the policy. Records written
+// before the call are durable when it returns nil.
+func (l *Log) Sync() error {
+	return l.syncOnce()
+}

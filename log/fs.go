@@ -1,0 +1,66 @@
+package log
+
+import (
+	"io"
+	"os"
+)
+
+// FS is the narrow file-system surface the log uses, so tests can inject
+// faults (short writes, ENOSPC, fsync errors). Names are full paths.
+type FS interface {
+	// OpenFile opens a file like os.OpenFile.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove deletes a file like os.Remove.
+	Remove(name string) error
+	// ReadDir lists a directory like os.ReadDir.
+	ReadDir(name string) ([]os.DirEntry, error)
+	// MkdirAll creates a directory and its parents like os.MkdirAll.
+	MkdirAll(path string, perm os.FileMode) error
+	// SyncDir fsyncs a directory so that files created or removed in it
+	// survive a machine crash.
+	SyncDir(name string) error
+}
+
+// File is an open file. The log writes only through Write on files opened
+// with os.O_APPEND, and reads only through ReadAt.
+type File interface {
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	// Sync flushes the file's data to stable storage.
+	Sync() error
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Stat describes the file.
+	Stat() (os.FileInfo, error)
+}
+
+// OSFS returns the real operating-system file system.
+func OSFS() FS { return osFS{} }
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return serr
+	}
+	return cerr
+}
