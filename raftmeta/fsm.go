@@ -1,0 +1,31 @@
+package raftmeta
+
+import (
+	"io"
+)
+
+// StateMachine is the replicated state a Node drives. The node calls Apply
+// for every committed command in log order from one goroutine, and never
+// concurrently with Snapshot or Restore.
+//
+// Errors: Apply's error is part of the replicated outcome when it is
+// deterministic (the same on every member, e.g. "already exists"); such an
+// error must still advance AppliedIndex to index. If Apply returns an error
+// and AppliedIndex has NOT reached index, the node takes it for a local
+// failure (a disk error) and stops, because continuing would let this
+// member's state diverge.
+type StateMachine interface {
+	// Apply applies the command committed at index and returns its result
+	// (handed back to the proposer as is) or a deterministic error. A
+	// command at or below AppliedIndex must be ignored.
+	Apply(index uint64, cmd []byte) (result []byte, err error)
+	// AppliedIndex returns the index of the last applied command, persisted
+	// together with the state so that a restart does not re-apply.
+	AppliedIndex() uint64
+	// Snapshot returns a consistent copy of the whole state and the applied
+	// index it reflects. The caller closes the reader.
+	Snapshot() (io.ReadCloser, uint64, error)
+	// Restore replaces the whole state (and the applied index) with a
+	// snapshot produced by Snapshot, atomically.
+	Restore(r io.Reader) error
+}

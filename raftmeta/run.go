@@ -1,0 +1,241 @@
+package raftmeta
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// maxSnapshotBytes bounds a state machine snapshot held in memory.
+const maxSnapshotBytes = 1 << 30
+
+// run is the node's owning goroutine: it decides how to start raft, then
+// drives the Ready loop until Close.
+func (n *Node) run() {
+	defer n.wg.Done()
+	rn, ok := n.startRaft()
+	if !ok {
+		return
+	}
+	n.rn = rn
+	close(n.startedC)
+	n.wg.Add(1)
+	go n.supervise()
+	defer rn.Stop()
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+			if !n.isCatchingUp() {
+				rn.Tick()
+			}
+		case rd := <-rn.Ready():
+			if err := n.handleReady(rd); err != nil {
+				n.log.Error("raft node stopping after a local failure", "err", err)
+				n.cancel(err)
+				return
+			}
+			rn.Advance()
+		}
+	}
+}
+
+func (n *Node) isCatchingUp() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.catchingUp
+}
+
+// raftConfig is the raft configuration shared by every start path.
+func (n *Node) raftConfig(applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:                        n.cfg.ID,
+		ElectionTick:              electionTicks,
+		HeartbeatTick:             heartbeatTicks,
+		Storage:                   n.storage,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{n.log},
+	}
+}
+
+// handleReady performs one Ready's duties in the order raft requires:
+// persist (snapshot, entries, hard state), then send, then apply.
+func (n *Node) handleReady(rd raft.Ready) error {
+	n.noteSoftState(rd)
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.installSnapshot(rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+		return err
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.afterSnapshotSaved(rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	n.tr.send(rd.Messages)
+	for _, e := range rd.CommittedEntries {
+		if err := n.applyEntry(e); err != nil {
+			return err
+		}
+	}
+	n.deliverReads(rd.ReadStates)
+	return n.maybeSnapshot()
+}
+
+func (n *Node) noteSoftState(rd raft.Ready) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rd.SoftState != nil {
+		n.lead, n.role = rd.SoftState.Lead, rd.SoftState.RaftState
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
+	}
+	n.met.observe(n.term, n.commit, n.applied, n.role == raft.StateLeader)
+	n.notifyLocked()
+}
+
+// installSnapshot replaces the state machine with a snapshot received from
+// the leader. It runs before the snapshot is saved to raft storage; a
+// crash between the two is repaired at restart (see restartApplied).
+func (n *Node) installSnapshot(snap *pb.Snapshot) error {
+	if err := n.fsm.Restore(bytes.NewReader(snap.GetData())); err != nil {
+		return fmt.Errorf("raftmeta: restore snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	n.fsmApplied = n.fsm.AppliedIndex()
+	n.met.snapshotsInstalled.Inc()
+	return nil
+}
+
+func (n *Node) afterSnapshotSaved(snap *pb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	n.lastSnapshot = idx
+	cs := pb.EnsureConfState(snap.GetMetadata().GetConfState())
+	n.mu.Lock()
+	n.installed++
+	n.applied = max(n.applied, idx)
+	n.commit = max(n.commit, idx)
+	ended := n.setConfLocked(cs, idx)
+	n.notifyLocked()
+	n.mu.Unlock()
+	return n.endCatchUp(ended)
+}
+
+// applyEntry applies one committed entry.
+func (n *Node) applyEntry(e *pb.Entry) error {
+	var err error
+	switch e.GetType() {
+	case pb.EntryNormal:
+		err = n.applyNormal(e)
+	case pb.EntryConfChange, pb.EntryConfChangeV2:
+		err = n.applyConfChange(e)
+	}
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.applied = e.GetIndex()
+	n.commit = max(n.commit, n.applied)
+	n.met.observe(n.term, n.commit, n.applied, n.role == raft.StateLeader)
+	n.notifyLocked()
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *Node) applyNormal(e *pb.Entry) error {
+	if len(e.GetData()) == 0 || e.GetIndex() <= n.fsmApplied {
+		return nil // a leader's empty entry, or applied before a restart
+	}
+	id, cmd, err := decodeEnvelope(e.GetData())
+	if err != nil {
+		// Every member sees the same bytes, so skipping is deterministic.
+		n.log.Error("skipping undecodable entry", "index", e.GetIndex(), "err", err)
+		return nil
+	}
+	result, applyErr := n.fsm.Apply(e.GetIndex(), cmd)
+	if applyErr != nil && n.fsm.AppliedIndex() < e.GetIndex() {
+		return fmt.Errorf("raftmeta: state machine failed at index %d: %w", e.GetIndex(), applyErr)
+	}
+	n.fsmApplied = e.GetIndex()
+	n.mu.Lock()
+	ch := n.pending[id]
+	delete(n.pending, id)
+	n.mu.Unlock()
+	if ch != nil {
+		ch <- proposalResult{result: result, err: applyErr} // buffered, one send per id
+	}
+	return nil
+}
+
+func (n *Node) deliverReads(states []raft.ReadState) {
+	if len(states) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, rs := range states {
+		if ch := n.reads[string(rs.RequestCtx)]; ch != nil {
+			select {
+			case ch <- rs.Index:
+			default:
+			}
+		}
+	}
+}
+
+// maybeSnapshot takes a snapshot every SnapshotEvery applied entries and
+// compacts the log behind it, keeping a tail for slightly slow followers.
+func (n *Node) maybeSnapshot() error {
+	n.mu.Lock()
+	applied, cs := n.applied, n.conf
+	n.mu.Unlock()
+	if applied < n.lastSnapshot+n.cfg.SnapshotEvery {
+		return nil
+	}
+	rc, _, err := n.fsm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("raftmeta: state machine snapshot: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, maxSnapshotBytes+1))
+	closeErr := rc.Close()
+	if err == nil && len(data) > maxSnapshotBytes {
+		err = fmt.Errorf("snapshot over %d bytes", maxSnapshotBytes)
+	}
+	if err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("raftmeta: state machine snapshot: %w", err)
+	}
+	// Entries between the state machine's index and applied are empty or
+	// conf changes, so the state at applied is the state just read.
+	if _, err := n.storage.CreateSnapshot(applied, cs, data); err != nil {
+		return err
+	}
+	n.lastSnapshot = applied
+	n.met.snapshots.Inc()
+	tail := min(max(n.cfg.SnapshotEvery/2, 1), 5000)
+	if applied > tail {
+		if err := n.storage.Compact(applied - tail); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return err
+		}
+	}
+	return nil
+}
