@@ -63,29 +63,47 @@ func (b *Broker) ApplyStream(spec wire.StreamSpec) error {
 		}
 		policy = p
 	}
-	old, err := b.putStream(spec, policy)
-	if old != nil {
-		old.close(ErrStreamDeleted, false)
+	k := StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream}
+	old, updated, err := b.updateStream(k, spec, policy)
+	if updated || err != nil {
+		return err
 	}
-	return err
+	if old != nil {
+		// The old stream's logs close before the new one opens the same
+		// directories.
+		old.close(ErrStreamDeleted, false)
+		old.closeLogs(false)
+	}
+	// Opening logs runs recovery, which reads disk: not under the lock.
+	st := newStream(b.cfg, spec, policy)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		st.close(ErrSubscriberClosed, true)
+		st.closeLogs(false)
+		return errBrokerClosed()
+	}
+	b.streams[k] = st
+	b.mu.Unlock()
+	return nil
 }
 
-// putStream updates or installs the stream under the registry lock and
-// returns the stream it replaced, if any.
-func (b *Broker) putStream(spec wire.StreamSpec, policy QueuePolicy) (*Stream, error) {
-	k := StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream}
+// updateStream updates the stream in place when its shard count and
+// durability are unchanged. Otherwise it takes the stream out of the
+// registry and returns it for the caller to replace.
+func (b *Broker) updateStream(k StreamKey, spec wire.StreamSpec, policy QueuePolicy) (old *Stream, updated bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, errBrokerClosed()
+		return nil, false, errBrokerClosed()
 	}
 	cur := b.streams[k]
-	if cur != nil && cur.Shards() == max(spec.Shards, 1) {
+	if cur != nil && cur.Shards() == max(spec.Shards, 1) && cur.Spec().Durable == spec.Durable {
 		cur.update(spec, policy)
-		return nil, nil
+		return nil, true, nil
 	}
-	b.streams[k] = newStream(b.cfg, spec, policy)
-	return cur, nil
+	delete(b.streams, k)
+	return cur, false, nil
 }
 
 // RemoveStream removes a stream, ending its subscribers with
@@ -98,6 +116,7 @@ func (b *Broker) RemoveStream(k StreamKey) {
 	b.mu.Unlock()
 	if st != nil {
 		st.close(ErrStreamDeleted, false)
+		st.closeLogs(true)
 	}
 }
 
@@ -183,6 +202,7 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 	b.mu.Unlock()
 	for _, st := range gone {
 		st.close(ErrStreamDeleted, false)
+		st.closeLogs(true)
 	}
 }
 
@@ -199,5 +219,23 @@ func (b *Broker) Close() {
 	b.mu.Unlock()
 	for _, st := range streams {
 		st.close(ErrSubscriberClosed, true)
+		st.closeLogs(false)
+	}
+}
+
+// ApplyRetention deletes, on every durable stream, the sealed segments its
+// retention no longer keeps. The broker calls it periodically so that
+// age-based retention acts without waiting for a segment to roll.
+func (b *Broker) ApplyRetention() {
+	b.mu.Lock()
+	streams := make([]*Stream, 0, len(b.streams))
+	for _, st := range b.streams {
+		if st.durable() {
+			streams = append(streams, st)
+		}
+	}
+	b.mu.Unlock()
+	for _, st := range streams {
+		st.applyRetention()
 	}
 }

@@ -49,6 +49,9 @@ type Config struct {
 	// CacheShards is the number of lock shards per cache, rounded up to a
 	// power of two (default 16).
 	CacheShards int
+	// Storage, when set, makes durable streams write segment logs; nil
+	// serves them from memory.
+	Storage *StorageConfig
 }
 
 // withDefaults returns c with every zero or negative field set to its

@@ -28,8 +28,12 @@ type Envelope struct {
 	// Publisher names who published the batch (may be empty).
 	Publisher string
 	// EnqueuedAt is when the batch was claimed; it also supplies the
-	// per-record timestamps of FLAG_EVENT_BATCH_TIMESTAMPS.
+	// per-record timestamps of FLAG_EVENT_BATCH_TIMESTAMPS unless Times is
+	// set.
 	EnqueuedAt time.Time
+	// Times, when set, holds each record's own append time (µs); batches
+	// read back from a log carry them.
+	Times []uint64
 
 	// size caches the payload byte count for envelopes built by core;
 	// zero means "compute on demand".
@@ -170,6 +174,9 @@ func (e *Envelope) encodeJSON(flags uint16) []byte {
 
 // timestamps gives every record the batch's claim time in microseconds.
 func (e *Envelope) timestamps() []uint64 {
+	if len(e.Times) == len(e.Payloads) {
+		return e.Times
+	}
 	ts := make([]uint64, len(e.Payloads))
 	if e.EnqueuedAt.IsZero() {
 		return ts
@@ -189,5 +196,8 @@ func (e *Envelope) suffixFrom(n uint64) *Envelope {
 	}
 	rest := e.Payloads[n-e.BaseOffset:]
 	s := newEnvelope(e.Key, rest, n, e.Publisher, e.EnqueuedAt)
+	if len(e.Times) == len(e.Payloads) {
+		s.Times = e.Times[n-e.BaseOffset:]
+	}
 	return s
 }

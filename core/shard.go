@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -31,6 +32,18 @@ type Shard struct {
 	nextPub atomic.Uint64
 	// ring holds recent batches. Guarded by turnC.
 	ring replayRing
+	// advC is closed and replaced whenever next advances, waking durable
+	// completions waiting for their turn in offset order. Guarded by turnC.
+	advC chan struct{}
+
+	// claimMu serializes Publish's claims on a durable shard.
+	claimMu sync.Mutex
+	// log is the shard's segment log on a durable stream (nil otherwise,
+	// and nil when recovery refused it). Set before the shard is visible.
+	log *flog.Log
+	// unavailable is why a durable shard's log did not open; set before
+	// the shard is visible, never changed after.
+	unavailable error
 
 	// closed is set once, under subsMu, when the stream goes away.
 	closed atomic.Bool
@@ -101,6 +114,9 @@ func (sh *Shard) Publish(ctx context.Context, payloads [][]byte, publisher strin
 	if len(payloads) == 0 {
 		return 0, errEmptyBatch()
 	}
+	if sh.Durable() {
+		return sh.publishDurable(ctx, payloads, publisher)
+	}
 	if err := sh.acquireTurn(ctx); err != nil {
 		return 0, err
 	}
@@ -132,6 +148,17 @@ func (sh *Shard) complete(ctx context.Context, e *Envelope) error {
 	return sh.fanout(ctx, e)
 }
 
+// advance moves the completed tail to next and wakes completions waiting
+// for their turn. Caller holds the commit turn.
+func (sh *Shard) advance(next uint64) {
+	sh.next = next
+	sh.nextPub.Store(next)
+	if sh.advC != nil {
+		close(sh.advC)
+		sh.advC = nil
+	}
+}
+
 func (sh *Shard) fanout(ctx context.Context, e *Envelope) error {
 	policy := sh.stream.Policy()
 	subs := *sh.snapshot.Load()
@@ -143,6 +170,9 @@ func (sh *Shard) fanout(ctx context.Context, e *Envelope) error {
 		if policy == Block {
 			waiting = append(waiting, s)
 			continue
+		}
+		if s.endOnLag {
+			s.lag(e.BaseOffset)
 		}
 		s.countDrop(policy)
 	}

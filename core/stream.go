@@ -31,13 +31,59 @@ func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy) *Stream {
 	st.shards = make([]*Shard, n)
 	for i := range st.shards {
 		st.shards[i] = newShard(st, uint32(i))
+		if st.durable() {
+			st.shards[i].openShardLog(cfg.Storage, spec)
+		}
 	}
 	return st
 }
 
+// durable reports whether the stream keeps logs: its spec asks for it and
+// the broker has storage.
+func (st *Stream) durable() bool {
+	return st.Spec().Durable && st.cfg.Storage != nil && st.cfg.Storage.Dir != ""
+}
+
+// Durable reports whether the stream's shards write segment logs.
+func (st *Stream) Durable() bool { return st.durable() }
+
 func (st *Stream) update(spec wire.StreamSpec, policy QueuePolicy) {
 	st.policy.Store(uint32(policy))
 	st.spec.Store(&spec)
+	if !st.durable() {
+		return
+	}
+	r := st.cfg.Storage.retentionFor(spec)
+	for _, sh := range st.shards {
+		if sh.log != nil {
+			sh.log.SetRetention(r)
+		}
+	}
+}
+
+// applyRetention deletes what the stream's retention no longer keeps.
+func (st *Stream) applyRetention() {
+	for _, sh := range st.shards {
+		if sh.log == nil {
+			continue
+		}
+		if _, err := sh.log.ApplyRetention(); err != nil {
+			st.cfg.Storage.logger().Warn("applying retention", "stream", st.key.Stream, "shard", sh.index, "err", err)
+		}
+	}
+}
+
+// closeLogs closes every shard log; with remove the stream's files go too.
+func (st *Stream) closeLogs(remove bool) {
+	if !st.durable() {
+		return
+	}
+	for _, sh := range st.shards {
+		sh.closeLog()
+	}
+	if remove {
+		removeStreamFiles(st.cfg.Storage, st.key)
+	}
 }
 
 // Key returns the stream's name.

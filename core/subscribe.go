@@ -15,6 +15,9 @@ type SubscribeOptions struct {
 	// Capacity is the queue's item bound; 0 means Config.SubQueueCapacity.
 	// It is clamped to MaxSubQueueCapacity.
 	Capacity int
+	// EndOnLag ends a subscriber of a durable stream at its first dropped
+	// batch with *LaggedError, instead of dropping on silently.
+	EndOnLag bool
 }
 
 // Subscribe registers a subscriber; see SubscribeContext.
@@ -35,6 +38,9 @@ func (sh *Shard) Subscribe(opts SubscribeOptions) (*Subscriber, error) {
 // queues nothing from the ring. A backlog longer than the queue's bounds
 // is queued whole, above them.
 func (sh *Shard) SubscribeContext(ctx context.Context, opts SubscribeOptions) (*Subscriber, error) {
+	if sh.Durable() {
+		return sh.subscribeDurable(ctx, opts)
+	}
 	if err := sh.acquireTurn(ctx); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,11 @@ type Subscriber struct {
 	liveOffset  uint64
 	capacity    int
 	dropped     atomic.Uint64
+	// replayFrom and replayTo are the offsets a durable subscriber reads
+	// from the log before its queue (equal when there is nothing to read).
+	replayFrom, replayTo uint64
+	// endOnLag ends the subscriber with *LaggedError at its first drop.
+	endOnLag bool
 }
 
 func newSubscriber(sh *Shard, capacity int, maxBytes int64) *Subscriber {

@@ -19,6 +19,23 @@ const (
 // CatalogKinds lists the kinds in dependency order.
 var CatalogKinds = []CatalogKind{KindTenants, KindNamespaces, KindCaches, KindStreams}
 
+// KindRevocations is the feed of revoked principals. It is not in
+// CatalogKinds: a broker follows it on its own cursor and tolerates a
+// control plane that does not serve it yet.
+const KindRevocations CatalogKind = "revocations"
+
+// Revocation withdraws every token of one principal of a tenant issued
+// before RevokedBefore (Unix seconds): brokers refuse such tokens with
+// code revoked and end the streams and subscriptions opened with them.
+// A later revocation of the same principal replaces an earlier one; a
+// delete lifts it.
+type Revocation struct {
+	TenantID      string `json:"tenant_id"`
+	Subject       string `json:"subject"`
+	RevokedBefore int64  `json:"revoked_before"`
+	Reason        string `json:"reason,omitempty"`
+}
+
 // Tenant is a tenant.
 type Tenant struct {
 	TenantID    string `json:"tenant_id"`
@@ -86,6 +103,8 @@ type CatalogItem struct {
 	Namespace *Namespace  `json:"namespace,omitempty"`
 	Stream    *StreamSpec `json:"stream,omitempty"`
 	Cache     *CacheSpec  `json:"cache,omitempty"`
+	// Revocation is set on pages of KindRevocations.
+	Revocation *Revocation `json:"revocation,omitempty"`
 }
 
 // CatalogPage is a snapshot (every live resource of a kind, Op put) or a

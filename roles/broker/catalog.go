@@ -84,14 +84,13 @@ func (c *catalogState) RemoveNamespace(tenant, ns string) {
 	c.core.RemoveNamespace(tenant, ns)
 }
 
-// ApplyStream creates or updates a stream in the core.
-// A durable stream is served from memory until this broker has durable
-// storage (a later release); the log says so rather than let an operator
-// believe its records survive a restart.
+// ApplyStream creates or updates a stream in the core. A durable stream
+// on a broker without durable storage is served from memory; the log says
+// so rather than let an operator believe its records survive a restart.
 func (c *catalogState) ApplyStream(s wire.StreamSpec) error {
-	if s.Durable {
+	if s.Durable && c.core.Config().Storage == nil {
 		if _, known := c.core.Stream(core.StreamKey{Tenant: s.TenantID, Namespace: s.Namespace, Stream: s.Stream}); !known {
-			c.log.Warn("stream is marked durable but this broker has no durable storage yet; serving it from memory",
+			c.log.Warn("stream is marked durable but this broker has no durable storage (FELIX_DURABLE_STORAGE_DIR); serving it from memory",
 				"tenant", s.TenantID, "namespace", s.Namespace, "stream", s.Stream)
 		}
 	}
@@ -211,6 +210,22 @@ func (s *Server) sweepLoop(ctx context.Context) {
 					c.Sweep(now)
 				}
 			}
+		}
+	}
+}
+
+// retentionLoop applies durable-stream retention periodically, so that
+// age bounds act even on a stream nobody writes to.
+func (s *Server) retentionLoop(ctx context.Context) {
+	defer s.bgWG.Done()
+	t := time.NewTicker(s.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.core.ApplyRetention()
 		}
 	}
 }

@@ -65,9 +65,14 @@ type Config struct {
 	// (FELIX_PUB_INGRESS_WAIT, default false).
 	PubIngressWait bool
 	// AckOnCommit sends publish_ok only after the publish has been
-	// appended and fanned out, for every client (FELIX_ACK_ON_COMMIT,
-	// default false: in-memory streams ack on enqueue).
+	// appended and fanned out, for every client (FELIX_ACK_ON_COMMIT=true).
+	// Unset, durable streams ack after the write and in-memory streams on
+	// enqueue.
 	AckOnCommit bool
+	// AckOnEnqueue makes durable streams ack on enqueue too, before the
+	// write (FELIX_ACK_ON_COMMIT=false or 0): faster, and an ack no longer
+	// survives a crash.
+	AckOnEnqueue bool
 	// MaxOwedAcks bounds the acked publishes one control stream may have
 	// waiting for an answer (FELIX_BROKER_MAX_OWED_ACKS, default 1024);
 	// past it the stream stops reading.
@@ -86,6 +91,17 @@ type Config struct {
 	// CacheSweepInterval is the expired-entry sweep period
 	// (FELIX_CACHE_SWEEP_INTERVAL_MS, default 5000).
 	CacheSweepInterval time.Duration
+
+	// Durable is the durable-stream storage. Without a Dir
+	// (FELIX_DURABLE_STORAGE_DIR) durable streams are served from memory.
+	Durable DurableConfig
+	// MaxRecordsPerRead caps the records of one stream_read page and of one
+	// log page a catching-up subscription reads
+	// (FELIX_DURABLE_MAX_RECORDS_PER_READ, default 1000).
+	MaxRecordsPerRead int
+	// RetentionInterval is how often age-based retention runs
+	// (FELIX_DURABLE_RETENTION_CHECK_MS, default 10000).
+	RetentionInterval time.Duration
 
 	// Core configures the broker core: FELIX_SUBSCRIBER_QUEUE_CAPACITY
 	// (512), FELIX_SUB_QUEUE_MAX_BYTES (64 MiB), FELIX_REPLAY_RING_MAX_BYTES
@@ -118,6 +134,13 @@ func DefaultConfig() Config {
 		EventBatchMaxBytes:        64 << 10,
 		CatalogSyncInterval:       500 * time.Millisecond,
 		CacheSweepInterval:        5 * time.Second,
+		Durable: DurableConfig{
+			SegmentBytes:  64 << 20,
+			Fsync:         "periodic",
+			FsyncInterval: 250 * time.Millisecond,
+		},
+		MaxRecordsPerRead: 1000,
+		RetentionInterval: 10 * time.Second,
 		Core: core.Config{
 			SubQueueCapacity:   512,
 			SubQueueMaxBytes:   64 << 20,
@@ -218,6 +241,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	r.int(&c.PublishLaneDepth, "FELIX_PUB_LANE_DEPTH", 1, math.MaxInt32)
 	r.bool(&c.PubIngressWait, "FELIX_PUB_INGRESS_WAIT")
 	r.bool(&c.AckOnCommit, "FELIX_ACK_ON_COMMIT")
+	c.AckOnEnqueue = !c.AckOnCommit && strings.TrimSpace(getenv("FELIX_ACK_ON_COMMIT")) != ""
+	r.durable(&c.Durable)
+	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
+	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
 	r.int(&c.MaxOwedAcks, "FELIX_BROKER_MAX_OWED_ACKS", 1, 1<<20)
 	r.int(&c.EventBatchMaxEvents, "FELIX_EVENT_BATCH_MAX_EVENTS", 1, 1<<16)
 	r.int(&c.EventBatchMaxBytes, "FELIX_EVENT_BATCH_MAX_BYTES", 1, math.MaxInt32)
@@ -269,5 +296,10 @@ func (c *Config) Validate() error {
 	check(c.EventBatchMaxBytes > 0, "EventBatchMaxBytes (FELIX_EVENT_BATCH_MAX_BYTES)")
 	check(c.CatalogSyncInterval > 0, "CatalogSyncInterval (FELIX_CATALOG_SYNC_INTERVAL_MS)")
 	check(c.CacheSweepInterval > 0, "CacheSweepInterval (FELIX_CACHE_SWEEP_INTERVAL_MS)")
+	check(c.MaxRecordsPerRead > 0, "MaxRecordsPerRead (FELIX_DURABLE_MAX_RECORDS_PER_READ)")
+	check(c.RetentionInterval > 0, "RetentionInterval (FELIX_DURABLE_RETENTION_CHECK_MS)")
+	if err := c.Durable.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

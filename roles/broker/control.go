@@ -11,12 +11,25 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// What the broker advertises in auth_ok.
+// What the broker advertises in auth_ok. A broker with durable storage
+// adds DurableFeatures.
 const (
 	ServerFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
-		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets
+		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
+		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
 	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete
+	// DurableFeatures are served only with durable storage, since they
+	// read a log.
+	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
 )
+
+// serverFeatures returns the feature bits this broker advertises.
+func (s *Server) serverFeatures() uint64 {
+	if s.core.Config().Storage != nil {
+		return ServerFeatures | DurableFeatures
+	}
+	return ServerFeatures
+}
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
 const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed
@@ -119,9 +132,17 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 	case *wire.PublishBatch:
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, m.RequestID, m.Ack, m)
 	case *wire.Subscribe:
-		if e := cs.handleSubscribe(m); e != nil {
-			cs.sendError(e, nil)
+		cs.answerSubscribe(cs.handleSubscribe(m))
+	case *wire.StreamRead:
+		if cs.srv.serverFeatures()&wire.FeatureStreamRead == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
 		}
+		cs.handleStreamRead(m)
+	case *wire.OffsetForTime:
+		if cs.srv.serverFeatures()&wire.FeatureRecordTimestamps == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleOffsetForTime(m)
 	case *wire.CachePut:
 		cs.handleCachePut(m)
 	case *wire.CacheGet:
@@ -189,6 +210,7 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 	}
 	cs.id = id
 	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
-	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: ServerFeatures})
+	cs.features &= cs.srv.serverFeatures()
+	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures()})
 	return true
 }

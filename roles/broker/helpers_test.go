@@ -301,7 +301,7 @@ func (e *env) authed(qc *quic.Conn, flags uint16, features uint64, perms ...stri
 	if !isOK {
 		e.t.Fatalf("auth refused: %#v", m)
 	}
-	if ok.ServerFlags != ServerFlags || ok.ServerFeatures != ServerFeatures {
+	if ok.ServerFlags != ServerFlags || ok.ServerFeatures != e.srv.serverFeatures() {
 		e.t.Fatalf("auth_ok advertises %#x/%#x", ok.ServerFlags, ok.ServerFeatures)
 	}
 	return s
@@ -341,7 +341,15 @@ type tsub struct {
 // subscribe subscribes on s and accepts the event stream.
 func (e *env) subscribe(qc *quic.Conn, s *tstream, stream string) *tsub {
 	e.t.Helper()
-	s.send(&wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: stream})
+	ts, _ := e.subscribeWith(qc, s, &wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: stream})
+	return ts
+}
+
+// subscribeWith sends req on s, accepts the event stream and returns it
+// with the subscribed answer.
+func (e *env) subscribeWith(qc *quic.Conn, s *tstream, req *wire.Subscribe) (*tsub, *wire.Subscribed) {
+	e.t.Helper()
+	s.send(req)
 	m := s.recv()
 	sd, ok := m.(*wire.Subscribed)
 	if !ok {
@@ -364,7 +372,7 @@ func (e *env) subscribe(qc *quic.Conn, s *tstream, stream string) *tsub {
 		e.t.Fatalf("hello %#v does not match subscribed %d", hm, sd.SubscriptionID)
 	}
 	ts.id = h.SubscriptionID
-	return ts
+	return ts, sd
 }
 
 func (s *tsub) frame() wire.Frame {

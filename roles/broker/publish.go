@@ -88,7 +88,9 @@ func (cs *controlStream) publish(r *pubRequest) {
 		return
 	}
 	lk := sched.LaneKey{Stream: st.Key(), Shard: idx}
-	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), commitAck: r.acked && cs.ackOnCommit}
+	durable := sh.Durable()
+	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue)
+	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), durable: durable, commitAck: r.acked && commit}
 	if !p.admit() {
 		cs.queueFull(r)
 		return
@@ -117,6 +119,7 @@ type admitted struct {
 	shard     *core.Shard
 	lane      sched.LaneKey
 	policy    core.QueuePolicy
+	durable   bool // the shard writes a log: claim here, finish on a goroutine
 	commitAck bool // answer after the core publish rather than on enqueue
 
 	n          int64 // bytes charged to both budgets
@@ -199,6 +202,10 @@ func (p *admitted) release() {
 // cannot block, it publishes right here; otherwise the core publish runs
 // on its own goroutine so a blocked fanout holds only its shard.
 func (p *admitted) run() {
+	if p.durable {
+		p.runDurable()
+		return
+	}
 	prev, done := p.cs.srv.lanes.link(p.l)
 	if isClosed(prev) && p.policy != core.Block {
 		p.publish(nil, done)
@@ -218,17 +225,42 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 	}
 	_, err := p.shard.Publish(srv.workCtx, p.req.payloads, p.cs.id.Subject)
 	close(done)
+	p.settle(err, nil)
+}
+
+// runDurable claims the publish's offsets in the log right here, in lane
+// order, then waits for the write under the fsync policy and delivers on
+// a goroutine of its own, so that the publishes behind it can claim and
+// share the next fsync (group commit). Once claimed, the batch is
+// finished even if its publisher has gone.
+func (p *admitted) runDurable() {
+	srv := p.cs.srv
+	c, err := p.shard.Claim(p.req.payloads, p.cs.id.Subject)
+	if err != nil {
+		srv.publishes.done()
+		p.settle(err, nil)
+		return
+	}
+	go func() {
+		defer srv.publishes.done()
+		base := c.BaseOffset()
+		p.settle(c.Finish(srv.workCtx), &base)
+	}()
+}
+
+// settle counts a finished publish, answers it and releases what it held.
+func (p *admitted) settle(err error, offset *uint64) {
 	if err == nil {
 		publishMessages.Add(len(p.req.payloads))
 		publishBytes.Add(int(p.req.bytes()))
 	}
-	p.answer(err)
+	p.answer(err, offset)
 	p.release()
 }
 
 // answer sends a commit acknowledgement, or counts an enqueue-acked
 // publish that then failed.
-func (p *admitted) answer(err error) {
+func (p *admitted) answer(err error, offset *uint64) {
 	if !p.commitAck {
 		if err != nil && p.req.acked {
 			ackedDropped.Inc()
@@ -239,7 +271,11 @@ func (p *admitted) answer(err error) {
 	if err != nil {
 		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
 	} else {
-		b, _ = wire.AppendMessageFrame(nil, &wire.PublishOK{RequestID: p.req.requestID})
+		ok := &wire.PublishOK{RequestID: p.req.requestID}
+		if offset != nil && p.cs.clientFlags&wire.FlagBinaryPublishAckOffset != 0 {
+			ok.Offset = offset
+		}
+		b, _ = wire.AppendMessageFrame(nil, ok)
 	}
 	p.owedHeld = false
 	p.cs.out.sendOwed(b)

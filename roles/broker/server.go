@@ -113,7 +113,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if v == nil {
 		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS})
 	}
-	b := core.NewBroker(cfg.Core)
+	coreCfg := cfg.Core
+	if st := cfg.Durable.storage(); st != nil {
+		st.Logger = log.With("role", "broker")
+		coreCfg.Storage = st
+	}
+	b := core.NewBroker(coreCfg)
 	s := &Server{
 		cfg:        cfg,
 		log:        log.With("role", "broker"),
@@ -181,10 +186,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
 	registerLiveServer(s)
-	s.bgWG.Add(3)
+	s.bgWG.Add(4)
 	go s.acceptLoop()
 	go s.syncLoop(s.bgCtx)
 	go s.sweepLoop(s.bgCtx)
+	go s.retentionLoop(s.bgCtx)
 	return nil
 }
 

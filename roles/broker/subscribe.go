@@ -16,7 +16,7 @@ import (
 // shard, takes a place in the connection's limit, subscribes in the core,
 // opens the event stream and writes its hello, answers subscribed, and
 // hands the event stream to a writer goroutine.
-func (cs *controlStream) handleSubscribe(m *wire.Subscribe) *wire.Error {
+func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	if err := m.Validate(); err != nil {
 		return asWireError(err)
 	}
@@ -39,14 +39,15 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) *wire.Error {
 		return wire.NewError(wire.CodeOverloaded, "too many subscriptions on this connection (limit %d)", cs.srv.cfg.MaxSubscriptionsPerConn).
 			WithDetail("reason", "subscription_limit")
 	}
-	opts := core.SubscribeOptions{}
+	durable := sh.Durable()
+	opts := core.SubscribeOptions{EndOnLag: durable && cs.features&wire.FeatureSubscriptionLagged != 0}
 	if m.Start != nil {
 		opts.Start = *m.Start
 	}
 	sub, err := sh.Subscribe(opts)
 	if err != nil {
 		cs.c.releaseSub()
-		return asWireError(err)
+		return err
 	}
 	id := sub.ID()
 	if m.SubscriptionID != nil {
@@ -58,8 +59,14 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) *wire.Error {
 		cs.c.releaseSub()
 		return e
 	}
-	cs.sendMsg(&wire.Subscribed{SubscriptionID: id})
-	w := &eventWriter{c: cs.c, es: es, sub: sub, key: st.Key(), flags: cs.eventFlags(), withCodes: cs.withCodes()}
+	ok := &wire.Subscribed{SubscriptionID: id}
+	if durable && m.Start != nil && cs.clientFlags&wire.FlagEventBatchOffsets != 0 {
+		start, live := sub.StartOffset(), sub.LiveOffset()
+		ok.StartOffset, ok.LiveOffset = &start, &live
+	}
+	cs.sendMsg(ok)
+	w := &eventWriter{c: cs.c, es: es, sub: sub, id: id, key: st.Key(), flags: cs.eventFlags(durable),
+		withCodes: cs.withCodes(), lagged: opts.EndOnLag}
 	subscriptionsGauge.Inc()
 	cs.c.writers.add(1)
 	go w.run()
@@ -84,12 +91,35 @@ func (cs *controlStream) openEventStream(id uint64) (*quic.SendStream, *wire.Err
 // endWriteTimeout bounds the write of the error that ends an event stream.
 const endWriteTimeout = 5 * time.Second
 
+// answerSubscribe sends a refused subscribe's answer: a cursor error as
+// its own message, anything else as an error.
+func (cs *controlStream) answerSubscribe(err error) {
+	if err == nil {
+		return
+	}
+	var ce *wire.SubscribeCursorError
+	if errors.As(err, &ce) {
+		cs.sendMsg(ce)
+		return
+	}
+	cs.sendError(asWireError(err), nil)
+}
+
 // eventFlags picks the event frame encoding this client can read: shared
-// binary batches when offered (offsets only on durable streams, which this
-// broker does not serve yet), JSON event_batch otherwise.
-func (cs *controlStream) eventFlags() uint16 {
+// binary batches when offered, JSON event_batch otherwise. A durable
+// stream adds what the client offered of offsets, skip counts, record
+// times and publishers (JSON batches always carry offsets there); an
+// in-memory stream has no offsets or times to send, only publishers.
+func (cs *controlStream) eventFlags(durable bool) uint16 {
+	options := wire.FlagEventBatchPublisher
+	if durable {
+		options = wire.EventBatchOptionFlags
+	}
 	if cs.clientFlags&wire.FlagBinaryEventBatchShared != 0 {
-		return wire.FlagBinaryEventBatchShared
+		return wire.FlagBinaryEventBatchShared | cs.clientFlags&options
+	}
+	if durable {
+		return wire.FlagEventBatchOffsets | wire.FlagEventBatchSkipped
 	}
 	return 0
 }
@@ -101,9 +131,11 @@ type eventWriter struct {
 	c         *connection
 	es        *quic.SendStream
 	sub       *core.Subscriber
+	id        uint64
 	key       core.StreamKey
 	flags     uint16
 	withCodes bool
+	lagged    bool // the client reads subscription_lagged
 	buf       []byte
 }
 
@@ -116,6 +148,10 @@ func (w *eventWriter) run() {
 	defer cancel()
 	stop := context.AfterFunc(w.c.flushCtx, cancel)
 	defer stop()
+	if err := w.replay(); err != nil {
+		w.end(err)
+		return
+	}
 	for {
 		env, err := w.sub.Next(ctx)
 		if err != nil {
@@ -190,16 +226,71 @@ func (w *eventWriter) end(err error) {
 		w.flush()
 		return
 	}
-	if !errors.Is(err, core.ErrStreamDeleted) {
+	var last wire.Message
+	var lag *core.LaggedError
+	var we *wire.Error
+	switch {
+	case errors.As(err, &lag) && w.lagged:
+		last = &wire.SubscriptionLagged{SubscriptionID: w.id, ResumeFrom: lag.ResumeFrom}
+	case errors.Is(err, core.ErrStreamDeleted):
+		e := wire.NewError(wire.CodeNotFound, "stream deleted: tenant=%s namespace=%s stream=%s", w.key.Tenant, w.key.Namespace, w.key.Stream)
+		last = e.ErrorMessage(w.withCodes)
+	case errors.As(err, &we):
+		last = we.ErrorMessage(w.withCodes)
+	default:
 		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
-	e := wire.NewError(wire.CodeNotFound, "stream deleted: tenant=%s namespace=%s stream=%s", w.key.Tenant, w.key.Namespace, w.key.Stream)
-	b, _ := wire.AppendMessageFrame(nil, e.ErrorMessage(w.withCodes))
+	b, _ := wire.AppendMessageFrame(nil, last)
 	w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 	if _, err := w.es.Write(b); err != nil {
 		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
 	w.es.Close()
+}
+
+// readPageBytes bounds the payload bytes of one page read from a log, for
+// stream_read and for a subscription catching up.
+const readPageBytes = 4 << 20
+
+// replay writes the part of a durable subscription's history that only
+// the log still holds, one page in memory at a time, before the writer
+// turns to its queue (which holds the rest, from the replay ring on).
+// Retention overtaking the reader ends the subscription as lagged at the
+// first record it could not read, or with a too_old error for a client
+// that does not read subscription_lagged.
+func (w *eventWriter) replay() error {
+	from, to := w.sub.Replay()
+	sh := w.sub.Shard()
+	for from < to {
+		recs, next, err := sh.Read(from, to, w.c.srv.cfg.MaxRecordsPerRead, readPageBytes)
+		var ce *wire.SubscribeCursorError
+		if errors.As(err, &ce) {
+			if w.lagged {
+				return &core.LaggedError{ResumeFrom: from}
+			}
+			return wire.NewError(wire.CodeInvalidRequest, "retention removed offset %d while the subscription was reading it", from).
+				WithDetail("reason", string(wire.CursorTooOld)).WithDetail("available", ce.Available)
+		}
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		w.buf = w.buf[:0]
+		for _, e := range core.RecordEnvelopes(&w.key, recs) {
+			w.buf = append(w.buf, e.Frame(w.flags)...)
+		}
+		if _, err := w.es.Write(w.buf); err != nil {
+			return err
+		}
+		deliveredMessages.Add(len(recs))
+		from = next
+	}
+	if cap(w.buf) > 4*w.c.srv.cfg.EventBatchMaxBytes {
+		w.buf = nil
+	}
+	return nil
 }

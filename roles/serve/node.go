@@ -152,6 +152,11 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		if bcfg, err = broker.ConfigFromEnv(o.env); err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
+		if bcfg.Durable.StorageDir == "" {
+			// Durable streams work out of the box: their logs live
+			// beside the rest of the node's state.
+			bcfg.Durable.StorageDir = filepath.Join(o.DataDir, "log")
+		}
 	}
 	if withControlPlane {
 		if cp, err = controlPlaneRole(ctx, o, log); err != nil {

@@ -1,0 +1,285 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	flog "github.com/felixmq/felix/log"
+	"github.com/felixmq/felix/wire"
+)
+
+// Claimed is a durable publish whose records have been handed to the log
+// and whose offsets are taken, but which has not been delivered yet.
+type Claimed struct {
+	sh  *Shard
+	env *Envelope
+	app flog.Appended
+}
+
+// BaseOffset returns the offset of the batch's first record.
+func (c *Claimed) BaseOffset() uint64 { return c.env.BaseOffset }
+
+// Claim is the ordered half of a durable publish: it writes the batch to
+// the shard's log, which assigns its offsets. The caller claims one batch
+// at a time per shard, in the order batches must land (the broker's
+// publish lane does this), and then calls Finish on each claim, from any
+// goroutine. Claims that fail take no offsets, so a refusal leaves no
+// gap: a full disk is overloaded (reason storage_full), a log that failed
+// or did not recover is shard_unavailable.
+func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
+	if len(payloads) == 0 {
+		return nil, errEmptyBatch()
+	}
+	if sh.closed.Load() {
+		return nil, errStreamGone(sh.stream.key)
+	}
+	if sh.unavailable != nil {
+		return nil, sh.errUnavailable(sh.unavailable)
+	}
+	if sh.log == nil {
+		return nil, wire.NewError(wire.CodeInternal, "shard %d of %s is not durable", sh.index, sh.stream.key.Stream)
+	}
+	if !sh.stream.cfg.Storage.RecordPublishers {
+		publisher = ""
+	}
+	app, err := sh.log.Append(payloads, publisher)
+	if err != nil {
+		return nil, sh.appendError(err)
+	}
+	env := newEnvelope(&sh.stream.key, payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
+	return &Claimed{sh: sh, env: env, app: app}, nil
+}
+
+// Finish completes a claim: it waits until the log holds the batch under
+// its fsync policy, then for the batch's turn in offset order, and then
+// appends it to the replay ring and fans it out, so delivery order is log
+// order. It must be called for every claim, even when the publisher has
+// gone: once claimed, the records exist. ctx bounds only a Block-policy
+// wait for subscriber room (as in Publish). A batch the log could not make
+// durable (an fsync failed) is not delivered and its error is returned.
+func (c *Claimed) Finish(ctx context.Context) error {
+	sh := c.sh
+	werr := sh.log.Wait(context.Background(), c.app)
+	if err := sh.awaitTurn(c.env.BaseOffset); err != nil {
+		return err
+	}
+	defer sh.releaseTurn()
+	sh.advance(c.env.EndOffset())
+	if werr != nil {
+		// The ring must stay contiguous: drop it rather than leave a hole.
+		sh.ring.reset()
+		return sh.errUnavailable(werr)
+	}
+	return sh.complete(ctx, c.env)
+}
+
+// awaitTurn takes the commit turn once every batch before base has been
+// completed.
+func (sh *Shard) awaitTurn(base uint64) error {
+	for {
+		_ = sh.acquireTurn(context.Background())
+		switch {
+		case sh.next == base:
+			return nil
+		case sh.next > base:
+			sh.releaseTurn()
+			return wire.NewError(wire.CodeInternal, "offset %d of shard %d completed twice", base, sh.index)
+		}
+		if sh.advC == nil {
+			sh.advC = make(chan struct{})
+		}
+		adv := sh.advC
+		sh.releaseTurn()
+		<-adv
+	}
+}
+
+// publishDurable is Publish on a durable shard: claim, wait and deliver in
+// one call, serialized on the shard so concurrent callers stay in order.
+// The broker claims and finishes separately so that concurrent publishes
+// share fsyncs.
+func (sh *Shard) publishDurable(ctx context.Context, payloads [][]byte, publisher string) (uint64, error) {
+	sh.claimMu.Lock()
+	c, err := sh.Claim(payloads, publisher)
+	sh.claimMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return c.BaseOffset(), c.Finish(ctx)
+}
+
+// LaggedError ends a durable subscription whose queue had to drop a batch;
+// ResumeFrom is the first offset dropped. Records already queued are
+// delivered before it.
+type LaggedError struct{ ResumeFrom uint64 }
+
+func (e *LaggedError) Error() string {
+	return fmt.Sprintf("subscriber fell behind; resume from offset %d", e.ResumeFrom)
+}
+
+// lag ends the subscriber at the first dropped batch.
+func (s *Subscriber) lag(base uint64) {
+	if s.q.end(&LaggedError{ResumeFrom: base}, false) {
+		subscriptionsLagged.Inc()
+	}
+}
+
+// subscribeDurable registers a subscriber on a durable shard. Under the
+// commit turn it reads the completed tail, registers the subscriber with
+// the part of [start, tail) the replay ring still holds, and leaves the
+// older part, [start, ring start), for the consumer to read from the log
+// (Subscriber.Replay). Registering before reading history closes the gap
+// a publish landing in between would otherwise open.
+func (sh *Shard) subscribeDurable(ctx context.Context, opts SubscribeOptions) (*Subscriber, error) {
+	if sh.unavailable != nil {
+		return nil, sh.errUnavailable(sh.unavailable)
+	}
+	if err := sh.acquireTurn(ctx); err != nil {
+		return nil, err
+	}
+	defer sh.releaseTurn()
+	live := sh.next
+	oldest := min(sh.log.StartOffset(), live)
+	var n uint64
+	switch opts.Start.Kind {
+	case wire.StartEarliest:
+		n = oldest
+	case wire.StartOffset:
+		n = opts.Start.Offset
+		if n > live {
+			return nil, cursorError(false, n, live)
+		}
+		if n < oldest {
+			return nil, cursorError(true, n, oldest)
+		}
+	default:
+		n = live
+	}
+	ringStart := sh.ring.earliest(live)
+	replayTo := n
+	var backlog []*Envelope
+	switch {
+	case n >= live:
+	case n >= ringStart:
+		backlog = sh.ring.from(n)
+	default:
+		replayTo = ringStart
+		if ringStart < live {
+			backlog = sh.ring.from(ringStart)
+		}
+	}
+	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes)
+	s.startOffset, s.liveOffset = n, live
+	s.replayFrom, s.replayTo = n, replayTo
+	s.endOnLag = opts.EndOnLag
+	if len(backlog) > 0 {
+		s.q.preload(backlog)
+	}
+	if !sh.register(s) {
+		return nil, errStreamGone(sh.stream.key)
+	}
+	return s, nil
+}
+
+// Replay returns the offsets [from, to) the subscriber must read from the
+// log (with Shard.Read) before what its queue holds; from == to when the
+// replay ring covered its start.
+func (s *Subscriber) Replay() (from, to uint64) { return s.replayFrom, s.replayTo }
+
+// Read returns committed records of a durable shard in [from, end), at
+// most maxRecords of them and about maxBytes of payload (at least one
+// record when any is in range), and the offset to continue from. A from
+// retention removed, or past the committed tail, is a
+// *wire.SubscribeCursorError.
+func (sh *Shard) Read(from, end uint64, maxRecords, maxBytes int) ([]flog.Record, uint64, error) {
+	if sh.unavailable != nil {
+		return nil, from, sh.errUnavailable(sh.unavailable)
+	}
+	if sh.log == nil {
+		return nil, from, errNotDurable(sh)
+	}
+	committed := sh.nextPub.Load()
+	if from > committed {
+		return nil, from, cursorError(false, from, committed)
+	}
+	end = min(end, committed)
+	if from >= end {
+		if from < sh.log.StartOffset() && from < committed {
+			return nil, from, cursorError(true, from, sh.log.StartOffset())
+		}
+		return nil, from, nil
+	}
+	recs, next, err := sh.log.Read(from, end, maxRecords, maxBytes)
+	var ce *flog.CursorError
+	if errors.As(err, &ce) {
+		if ce.TooOld {
+			return nil, from, cursorError(true, from, ce.Available)
+		}
+		return nil, from, cursorError(false, from, min(ce.Available, committed))
+	}
+	if err != nil {
+		return nil, from, sh.errUnavailable(err)
+	}
+	durableReplayRecords.Add(len(recs))
+	return recs, next, nil
+}
+
+// OffsetForTime returns the first committed offset appended at or after
+// t (µs since the epoch); ok is false when nothing that recent is
+// committed. A time older than every record gives the oldest one.
+func (sh *Shard) OffsetForTime(t uint64) (offset uint64, ok bool, err error) {
+	if sh.unavailable != nil {
+		return 0, false, sh.errUnavailable(sh.unavailable)
+	}
+	if sh.log == nil {
+		return 0, false, errNotDurable(sh)
+	}
+	off, ok, err := sh.log.OffsetForTime(t)
+	if err != nil {
+		return 0, false, sh.errUnavailable(err)
+	}
+	if !ok || off >= sh.nextPub.Load() {
+		return 0, false, nil
+	}
+	return off, true, nil
+}
+
+// StartOffset returns the oldest offset a durable shard retains (the
+// replay ring's oldest on an in-memory one).
+func (sh *Shard) StartOffset() uint64 {
+	if sh.log != nil {
+		return min(sh.log.StartOffset(), sh.nextPub.Load())
+	}
+	return sh.nextPub.Load()
+}
+
+func errNotDurable(sh *Shard) *wire.Error {
+	return wire.NewError(wire.CodeInvalidRequest, "stream %s is not durable: it keeps no log to read", sh.stream.key.Stream).
+		WithDetail("reason", "not_durable")
+}
+
+// RecordEnvelopes groups log records into envelopes for delivery: runs of
+// consecutive records with the same publisher share one envelope, which
+// carries each record's own append time.
+func RecordEnvelopes(key *StreamKey, recs []flog.Record) []*Envelope {
+	var out []*Envelope
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Publisher == recs[i].Publisher && recs[j].Offset == recs[j-1].Offset+1 {
+			j++
+		}
+		payloads := make([][]byte, j-i)
+		times := make([]uint64, j-i)
+		for k := i; k < j; k++ {
+			payloads[k-i] = recs[k].Payload
+			times[k-i] = recs[k].TimeMicros
+		}
+		e := newEnvelope(key, payloads, recs[i].Offset, recs[i].Publisher, time.UnixMicro(int64(times[0])))
+		e.Times = times
+		out = append(out, e)
+		i = j
+	}
+	return out
+}

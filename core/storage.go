@@ -1,0 +1,177 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	flog "github.com/felixmq/felix/log"
+	"github.com/felixmq/felix/wire"
+)
+
+// StorageConfig turns on durable streams: a stream whose spec says
+// durable keeps one segment log per shard under Dir. Without it a durable
+// stream is served from memory.
+type StorageConfig struct {
+	// Dir is the storage root (FELIX_DURABLE_STORAGE_DIR). Shard logs live
+	// in Dir/streams/<tenant>/<namespace>/<stream>/<shard>.
+	Dir string
+	// SegmentBytes is the segment roll size (FELIX_DURABLE_SEGMENT_BYTES).
+	SegmentBytes int64
+	// Fsync is the fsync policy (FELIX_DURABLE_FSYNC) and FsyncInterval
+	// its period under periodic (FELIX_DURABLE_FSYNC_INTERVAL_MS).
+	Fsync         flog.FsyncPolicy
+	FsyncInterval time.Duration
+	// Retention bounds what a stream's spec leaves unset
+	// (FELIX_DURABLE_RETENTION_BYTES, FELIX_DURABLE_RETENTION_SECONDS).
+	Retention flog.Retention
+	// RecordPublishers stores each batch's publisher with its records
+	// (FELIX_RECORD_PUBLISHERS); without it a durable stream stores none.
+	RecordPublishers bool
+	// FS replaces the real file system (tests inject faults with it).
+	FS flog.FS
+	// Logger receives recovery reports; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *StorageConfig) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
+
+// ShardDir returns the directory of one shard's log under root.
+func ShardDir(root string, k StreamKey, shard uint32) string {
+	return filepath.Join(root, "streams", k.Tenant, k.Namespace, k.Stream, strconv.FormatUint(uint64(shard), 10))
+}
+
+// streamDir returns the directory holding every shard log of a stream.
+func streamDir(root string, k StreamKey) string {
+	return filepath.Join(root, "streams", k.Tenant, k.Namespace, k.Stream)
+}
+
+// retentionFor merges a stream's retention with the broker defaults.
+func (c *StorageConfig) retentionFor(spec wire.StreamSpec) flog.Retention {
+	r := c.Retention
+	if v := spec.Retention.MaxSizeBytes; v != nil {
+		r.MaxBytes = *v
+	}
+	if v := spec.Retention.MaxAgeSeconds; v != nil {
+		r.MaxAge = time.Duration(min(*v, uint64(1<<33))) * time.Second
+	}
+	return r
+}
+
+// openShardLog opens one shard's log. A log that recovery refuses leaves
+// the shard unavailable (reported, and every request to it refused with
+// shard_unavailable) while the rest of the broker keeps serving.
+func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec) {
+	dir := ShardDir(c.Dir, sh.stream.key, sh.index)
+	lg, rep, err := flog.Open(flog.Options{
+		Dir:           dir,
+		SegmentBytes:  c.SegmentBytes,
+		Fsync:         c.Fsync,
+		FsyncInterval: c.FsyncInterval,
+		Retention:     c.retentionFor(spec),
+		Logger:        c.logger(),
+		FS:            c.FS,
+	})
+	attrs := []any{"tenant", sh.stream.key.Tenant, "namespace", sh.stream.key.Namespace,
+		"stream", sh.stream.key.Stream, "shard", sh.index, "dir", dir}
+	if err != nil {
+		sh.unavailable = err
+		durableShardsRefused.Inc()
+		c.logger().Error("durable shard refused: its log did not recover; the shard stays unavailable until it is repaired",
+			append(attrs, "err", err)...)
+		return
+	}
+	if rep != nil && rep.Truncated != nil {
+		c.logger().Warn("durable shard log had a torn tail; truncated it",
+			append(attrs, "segment", rep.Truncated.Segment, "position", rep.Truncated.Position,
+				"bytes", rep.Truncated.Bytes, "reason", rep.Truncated.Reason)...)
+	}
+	sh.log = lg
+	sh.next = lg.NextOffset()
+	sh.nextPub.Store(sh.next)
+	registerLog(lg)
+}
+
+// errShardUnavailable refuses a request to a durable shard whose log is
+// not serving.
+func (sh *Shard) errUnavailable(cause error) *wire.Error {
+	k := sh.stream.key
+	e := wire.NewError(wire.CodeShardUnavailable, "shard %d of stream %s/%s/%s is unavailable: %v", sh.index, k.Tenant, k.Namespace, k.Stream, cause).
+		WithDetail("shard", sh.index)
+	var ce *flog.CorruptionError
+	switch {
+	case errors.As(cause, &ce):
+		e = e.WithDetail("reason", "log_corrupt").WithDetail("segment", ce.Segment).WithDetail("position", ce.Position)
+	case errors.Is(cause, flog.ErrFailed):
+		e = e.WithDetail("reason", "log_failed")
+	default:
+		e = e.WithDetail("reason", "log_unavailable")
+	}
+	return e
+}
+
+// appendError maps a log append failure to what the publisher is told.
+func (sh *Shard) appendError(err error) *wire.Error {
+	if errors.Is(err, flog.ErrNoSpace) {
+		durableNoSpace.Inc()
+		e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the publish was not written: %v", err).
+			WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
+		e.Retry = wire.RetryRetryAfter
+		return e
+	}
+	if errors.Is(err, flog.ErrClosed) {
+		return errStreamGone(sh.stream.key)
+	}
+	return sh.errUnavailable(err)
+}
+
+// Durable reports whether the shard writes a log.
+func (sh *Shard) Durable() bool { return sh.log != nil || sh.unavailable != nil }
+
+// Unavailable returns why a durable shard is not serving, or nil.
+func (sh *Shard) Unavailable() error { return sh.unavailable }
+
+// closeLog closes the shard's log; with remove it also deletes its files.
+func (sh *Shard) closeLog() {
+	if sh.log == nil {
+		return
+	}
+	unregisterLog(sh.log)
+	if err := sh.log.Close(); err != nil {
+		sh.stream.cfg.Storage.logger().Warn("closing a durable shard log", "stream", sh.stream.key.Stream, "shard", sh.index, "err", err)
+	}
+}
+
+// removeStreamFiles deletes a deleted stream's logs, so that a stream
+// created later under the same name starts empty.
+func removeStreamFiles(c *StorageConfig, k StreamKey) {
+	if c == nil || c.Dir == "" {
+		return
+	}
+	dir := streamDir(c.Dir, k)
+	if err := os.RemoveAll(dir); err != nil {
+		c.logger().Warn("removing a deleted stream's logs", "dir", dir, "err", err)
+	}
+}
+
+// cursorError builds the refusal of a start offset the shard cannot serve.
+func cursorError(tooOld bool, requested, available uint64) *wire.SubscribeCursorError {
+	e := &wire.SubscribeCursorError{Requested: requested, Available: available}
+	if tooOld {
+		e.Reason = wire.CursorTooOld
+		e.Message = fmt.Sprintf("offset %d is older than the oldest retained offset %d", requested, available)
+	} else {
+		e.Reason = wire.CursorInFuture
+		e.Message = fmt.Sprintf("offset %d is past the shard's tail %d", requested, available)
+	}
+	return e
+}
