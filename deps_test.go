@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"raftmeta":             {"wire"},
 	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane"},
-	"roles/cli":            {"sdk/felix", "wire", "roles/cli"},
+	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta"},
 	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix"},
 	"sdk/felix":            {"wire", "sdk/felix"},

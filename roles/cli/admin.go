@@ -51,16 +51,23 @@ type resourceKind[T any] struct {
 	list          func(ctx context.Context, a *AdminClient, s Settings) ([]T, error)
 	get           func(ctx context.Context, a *AdminClient, s Settings, name string) (T, error)
 	del           func(ctx context.Context, a *AdminClient, s Settings, name string, recursive bool) error
+	// more are further subcommands (stream update), listed after the
+	// standard four.
+	more []*cli.Command
 }
 
 func (k resourceKind[T]) command() *cli.Command {
+	verbs := "create|list|get|delete"
+	for _, m := range k.more {
+		verbs += "|" + m.Name
+	}
 	return group(&cli.Command{
 		Name:      k.name,
 		Usage:     k.usage,
-		UsageText: fmt.Sprintf("felix admin %s create|list|get|delete [NAME]", k.name),
+		UsageText: fmt.Sprintf("felix admin %s %s [NAME]", k.name, verbs),
 		Description: fmt.Sprintf("Creates, lists, inspects and deletes %s %s. Example:\n\n   %s\n   felix admin %s list",
 			k.plural, k.scope, k.createExample, k.name),
-		Subcommands: []*cli.Command{k.createCommand(), k.listCommand(), k.getCommand(), k.deleteCommand()},
+		Subcommands: append([]*cli.Command{k.createCommand(), k.listCommand(), k.getCommand(), k.deleteCommand()}, k.more...),
 	})
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/felixmq/felix/wire"
@@ -113,4 +114,20 @@ func (a *AdminClient) CreateToken(ctx context.Context, tenant string, r TokenReq
 // ttlSeconds rounds a TTL up to whole seconds.
 func ttlSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// StreamPatch is the body of a stream update: the fields that may change
+// after creation. A nil field is left as it is; Retention, when set,
+// replaces the stream's retention as a whole.
+type StreamPatch struct {
+	Retention      *wire.Retention `json:"retention,omitempty"`
+	SubQueuePolicy *string         `json:"sub_queue_policy,omitempty"`
+}
+
+// UpdateStream changes a stream's retention and/or subscriber queue policy
+// (PATCH) and returns the stream as stored.
+func (a *AdminClient) UpdateStream(ctx context.Context, tenant, ns, stream string, p StreamPatch) (wire.StreamSpec, error) {
+	var out wire.StreamSpec
+	err := a.do(ctx, http.MethodPatch, apiPath("tenants", tenant, "namespaces", ns, "streams", stream), nil, p, &out)
+	return out, err
 }

@@ -24,6 +24,7 @@ type fakeControlPlane struct {
 	mu       sync.Mutex
 	streams  map[string]wire.StreamSpec // by tenant/ns/stream
 	deletes  []string                   // request URIs of DELETEs
+	patches  []StreamPatch              // bodies of stream PATCHes
 	tokenReq TokenRequest
 }
 
@@ -75,6 +76,30 @@ func (f *fakeControlPlane) handler() http.Handler {
 			apiErr(w, 404, "not_found", "no stream "+k)
 			return
 		}
+		writeJSON(w, 200, s)
+	})
+	mux.HandleFunc("PATCH "+base+"/{s}", func(w http.ResponseWriter, r *http.Request) {
+		k := r.PathValue("t") + "/" + r.PathValue("ns") + "/" + r.PathValue("s")
+		s, ok := f.streams[k]
+		if !ok {
+			apiErr(w, 404, "not_found", "no stream "+k)
+			return
+		}
+		var p StreamPatch
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			apiErr(w, 400, "invalid_request", err.Error())
+			return
+		}
+		f.patches = append(f.patches, p)
+		if p.Retention != nil { // replaces the whole retention, as the control plane does
+			s.Retention = *p.Retention
+		}
+		if p.SubQueuePolicy != nil {
+			s.SubQueuePolicy = *p.SubQueuePolicy
+		}
+		f.streams[k] = s
 		writeJSON(w, 200, s)
 	})
 	mux.HandleFunc("DELETE /v1/tenants/full", func(w http.ResponseWriter, r *http.Request) {

@@ -73,8 +73,8 @@ func streamKind() resourceKind[wire.StreamSpec] {
 		label:  inNamespace,
 		createFlags: []cli.Flag{
 			&cli.UintFlag{Name: "shards", Usage: "number of shards", DefaultText: "1"},
-			&cli.BoolFlag{Name: "durable", Usage: "mark the stream durable (stored in the catalog; brokers serve it from memory until durable storage lands)"},
-			&cli.Uint64Flag{Name: "retention-bytes", Usage: "keep at most `BYTES` of a durable stream", DefaultText: "no limit"},
+			&cli.BoolFlag{Name: "durable", Usage: "write the stream to each shard's segment log, so subscribers can start from an offset, resume and read ranges"},
+			&cli.Uint64Flag{Name: "retention-bytes", Usage: "keep at most `BYTES` per shard log of a durable stream (oldest segments go first)", DefaultText: "no limit"},
 			&cli.DurationFlag{Name: "retention-age", Usage: "keep records of a durable stream for `DURATION`, e.g. 24h", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "policy", Usage: "what a full subscriber queue does: drop_new, block or drop_old", DefaultText: "broker default"},
 			&cli.StringFlag{Name: "consistency", Usage: "what an ack waits for: leader or quorum", DefaultText: "leader"},
@@ -93,6 +93,7 @@ func streamKind() resourceKind[wire.StreamSpec] {
 		del: func(ctx context.Context, a *AdminClient, s Settings, name string, _ bool) error {
 			return a.DeleteStream(ctx, s.Tenant, s.Namespace, name)
 		},
+		more: []*cli.Command{streamUpdateCommand()},
 	}
 }
 

@@ -19,6 +19,8 @@ type brokerClient interface {
 	CachePut(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration) error
 	CacheGet(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)
 	CacheDelete(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)
+	Read(ctx context.Context, namespace, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error)
+	OffsetForTime(ctx context.Context, namespace, stream string, shard uint32, t time.Time) (uint64, bool, error)
 	Finish(ctx context.Context) error
 	Close() error
 }
@@ -26,6 +28,8 @@ type brokerClient interface {
 // eventSource is the part of *felix.Subscription the commands use.
 type eventSource interface {
 	Next(ctx context.Context) (felix.Event, error)
+	StartOffset() (uint64, bool)
+	LiveOffset() (uint64, bool)
 	Close() error
 }
 

@@ -16,8 +16,8 @@ type toolkit struct {
 	connect connectFunc
 }
 
-// Commands returns every client-side command: admin, pub, sub, cache and
-// version.
+// Commands returns every client-side command: admin, pub, sub, read,
+// offset-for-time, cache, inspect and version.
 func Commands(build BuildInfo) []*cli.Command {
 	return commands(build, toolkit{connect: dialBroker})
 }
@@ -27,7 +27,10 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 		adminCommand(),
 		pubCommand(tk),
 		subCommand(tk),
+		readCommand(tk),
+		offsetForTimeCommand(tk),
 		cacheCommand(tk),
+		inspectCommand(),
 		versionCommand(build),
 	}
 }

@@ -1,6 +1,8 @@
 // Package cli holds felix's client-side commands: admin (tenants,
 // namespaces, streams, caches and tokens over the control plane's REST
-// API), pub, sub, cache (through the Go SDK) and version.
+// API), pub, sub, read, offset-for-time, cache (through the Go SDK),
+// inspect segments (the segment log read-only, no server needed) and
+// version.
 //
 // Usage contract:
 //
@@ -20,6 +22,14 @@
 //     with "not found" when the key is absent.
 //   - delete commands ask for confirmation when standard input is a
 //     terminal and otherwise require --yes.
+//   - sub, read and offset-for-time take --shard and, on durable streams,
+//     offsets: a start the broker cannot serve exits 1 with the requested
+//     and nearest available offsets and a --from hint. sub and read end
+//     cleanly (exit 0) on Ctrl-C.
+//   - inspect segments never writes: it runs package log's Inspect over
+//     every shard log under <storage>/streams/<tenant>/<ns>/<stream>/<shard>
+//     (storage defaults to <data-dir>/log) and exits 2 when any log would
+//     be refused, 1 when one cannot be read, 0 otherwise.
 //   - The package never imports a server role; the admin commands speak
 //     HTTP to the control plane (AdminClient), with a 10 s timeout per
 //     request.

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/felixmq/felix/sdk/felix"
+	"github.com/felixmq/felix/wire"
 )
 
 var felixEnv = []string{
@@ -95,6 +96,27 @@ type fakeBroker struct {
 	// idle, when set, is closed once the subscription has handed out
 	// every event and waits for more.
 	idle chan struct{}
+	// subErr fails SubscribeFrom; endErr ends the first subscription
+	// after its events (instead of waiting for ctx). Later subscriptions
+	// hand out resumeEvents.
+	subErr, endErr error
+	resumeEvents   []felix.Event
+	subCalls       int
+	// startOffset and liveOffset are what the subscription reports.
+	startOffset, liveOffset *uint64
+	// records is a durable shard for Read.
+	records []felix.Record
+	reads   []readCall
+	// times maps OffsetForTime's µs to an offset; absent is "none".
+	times map[int64]uint64
+}
+
+// readCall is one Read the fake served.
+type readCall struct {
+	shard      uint32
+	from       uint64
+	end        *uint64
+	maxRecords int
 }
 
 func (f *fakeBroker) toolkit() toolkit {
@@ -123,7 +145,51 @@ func (f *fakeBroker) SubscribeFrom(_ context.Context, ns, stream string, o felix
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.subOpts, f.subStream = o, stream
-	return &fakeSub{events: f.events, idle: f.idle}, nil
+	if f.subErr != nil {
+		return nil, f.subErr
+	}
+	f.subCalls++
+	if f.subCalls > 1 {
+		return &fakeSub{events: f.resumeEvents, idle: f.idle}, nil
+	}
+	return &fakeSub{events: f.events, idle: f.idle, endErr: f.endErr, start: f.startOffset, live: f.liveOffset}, nil
+}
+
+// Read serves pages of f.records (at most 2 per page when maxRecords is
+// 0), with cursor errors outside [first, tail].
+func (f *fakeBroker) Read(_ context.Context, ns, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, readCall{shard, from, end, maxRecords})
+	first, tail := uint64(0), uint64(0)
+	if n := len(f.records); n > 0 {
+		first, tail = f.records[0].Offset, f.records[n-1].Offset+1
+	}
+	switch {
+	case from < first:
+		return nil, &felix.SubscribeCursorError{Reason: wire.CursorTooOld, TooOld: true, Requested: from, Available: first}
+	case from > tail:
+		return nil, &felix.SubscribeCursorError{Reason: wire.CursorInFuture, Requested: from, Available: tail}
+	}
+	if maxRecords == 0 {
+		maxRecords = 2
+	}
+	page := &felix.ReadPage{NextOffset: from}
+	for _, r := range f.records {
+		if r.Offset < from || (end != nil && r.Offset >= *end) || len(page.Records) == maxRecords {
+			continue
+		}
+		page.Records = append(page.Records, r)
+		page.NextOffset = r.Offset + 1
+	}
+	return page, nil
+}
+
+func (f *fakeBroker) OffsetForTime(_ context.Context, ns, stream string, shard uint32, t time.Time) (uint64, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	off, ok := f.times[t.UnixMicro()]
+	return off, ok, nil
 }
 
 func (f *fakeBroker) CachePut(_ context.Context, ns, cache, key string, value []byte, ttl time.Duration) error {
@@ -165,11 +231,24 @@ func (f *fakeBroker) Close() error {
 	return nil
 }
 
-// fakeSub hands out its events, then blocks until ctx ends.
+// fakeSub hands out its events, then fails with endErr or blocks until
+// ctx ends.
 type fakeSub struct {
-	events []felix.Event
-	idle   chan struct{}
-	closed bool
+	events      []felix.Event
+	idle        chan struct{}
+	endErr      error
+	start, live *uint64
+	closed      bool
+}
+
+func (s *fakeSub) StartOffset() (uint64, bool) { return deref(s.start) }
+func (s *fakeSub) LiveOffset() (uint64, bool)  { return deref(s.live) }
+
+func deref(p *uint64) (uint64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
 }
 
 func (s *fakeSub) Next(ctx context.Context) (felix.Event, error) {
@@ -177,6 +256,9 @@ func (s *fakeSub) Next(ctx context.Context) (felix.Event, error) {
 		ev := s.events[0]
 		s.events = s.events[1:]
 		return ev, nil
+	}
+	if s.endErr != nil {
+		return felix.Event{}, s.endErr
 	}
 	if s.idle != nil {
 		close(s.idle)

@@ -99,7 +99,10 @@ func errorCode(err error) (code, msg string) {
 	var api *APIError
 	var be *felix.BrokerError
 	var we *wire.Error
+	var ce *felix.SubscribeCursorError
 	switch {
+	case errors.As(err, &ce):
+		return string(ce.Reason), cursorMessage(ce)
 	case errors.As(err, &api):
 		return api.Code, api.Message
 	case errors.As(err, &be):
@@ -114,6 +117,14 @@ func errorCode(err error) (code, msg string) {
 		return codeUnreachable, err.Error()
 	}
 	return "", err.Error()
+}
+
+// cursorMessage says which start was refused and what is available.
+func cursorMessage(ce *felix.SubscribeCursorError) string {
+	if ce.TooOld {
+		return fmt.Sprintf("offset %d is no longer kept (retention); the oldest available is %d", ce.Requested, ce.Available)
+	}
+	return fmt.Sprintf("offset %d is past the end of the stream; the next offset is %d", ce.Requested, ce.Available)
 }
 
 // hint is one line of advice for a known error code.

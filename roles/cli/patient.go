@@ -65,6 +65,24 @@ func (c patientClient) CacheDelete(ctx context.Context, ns, cache, key string) (
 	return retryLookup(ctx, func() ([]byte, bool, error) { return c.brokerClient.CacheDelete(ctx, ns, cache, key) })
 }
 
+func (c patientClient) Read(ctx context.Context, ns, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error) {
+	return retryNotFound(ctx, func() (*felix.ReadPage, error) {
+		return c.brokerClient.Read(ctx, ns, stream, shard, from, end, maxRecords)
+	})
+}
+
+func (c patientClient) OffsetForTime(ctx context.Context, ns, stream string, shard uint32, t time.Time) (uint64, bool, error) {
+	type got struct {
+		off uint64
+		ok  bool
+	}
+	g, err := retryNotFound(ctx, func() (got, error) {
+		off, ok, err := c.brokerClient.OffsetForTime(ctx, ns, stream, shard, t)
+		return got{off, ok}, err
+	})
+	return g.off, g.ok, err
+}
+
 // retryLookup is retryNotFound for calls that answer a value and whether
 // it was there.
 func retryLookup(ctx context.Context, f func() ([]byte, bool, error)) ([]byte, bool, error) {

@@ -61,24 +61,31 @@ func (c *Client) CacheDelete(ctx context.Context, namespace, cache, key string) 
 // left the client are marked not sent; that is what lets ClusterClient
 // retry a delete.
 func (c *Client) cacheCall(ctx context.Context, msg wire.Message, idField *uint64) ([]byte, error) {
+	res, err := c.requestCall(ctx, msg, idField)
+	return res.value, err
+}
+
+// requestCall runs one request/answer exchange on the request streams the
+// cache calls use (they carry any request answered by request_id).
+func (c *Client) requestCall(ctx context.Context, msg wire.Message, idField *uint64) (cacheResult, error) {
 	if v, ok := msg.(wire.Validator); ok {
 		if err := v.Validate(); err != nil {
-			return nil, notSent(fmt.Errorf("felix: %w", err))
+			return cacheResult{}, notSent(fmt.Errorf("felix: %w", err))
 		}
 	}
 	if err := c.checkUsable(); err != nil {
-		return nil, notSent(c.cacheFailure(err))
+		return cacheResult{}, notSent(c.cacheFailure(err))
 	}
 	id := c.newRequestID()
 	*idField = id
 	frame, err := wire.AppendMessageFrame(nil, msg)
 	if err != nil {
-		return nil, notSent(err)
+		return cacheResult{}, notSent(err)
 	}
 	w := c.cache.pick()
 	p, err := w.enqueue(ctx, id, frame)
 	if err != nil {
-		return nil, err
+		return cacheResult{}, err
 	}
 	return w.await(ctx, id, p)
 }

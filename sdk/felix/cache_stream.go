@@ -117,6 +117,15 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{})
 	case *wire.CacheValue:
 		w.resolve(st, m.RequestID, cacheResult{value: m.Value})
+	case *wire.StreamRecords:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.OffsetValue:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.SubscribeCursorError:
+		if m.RequestID == nil {
+			return cursorError(m)
+		}
+		w.resolve(st, *m.RequestID, cacheResult{err: cursorError(m)})
 	case *wire.ErrorMsg:
 		be := fromWire(m.Err())
 		if m.RequestID == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // cacheReq is one encoded request queued for a stream's writer.
@@ -13,8 +15,11 @@ type cacheReq struct {
 	frame []byte
 }
 
+// cacheResult is one answer: a cache value, or the whole message for
+// requests whose answer is richer (stream_records, offset_value).
 type cacheResult struct {
 	value []byte
+	msg   wire.Message
 	err   error
 }
 
@@ -96,10 +101,10 @@ func (w *cacheWorker) enqueue(ctx context.Context, id uint64, frame []byte) (*ca
 
 // await waits for the answer. A caller whose ctx ends withdraws its entry;
 // an answer arriving later finds nobody and is dropped.
-func (w *cacheWorker) await(ctx context.Context, id uint64, p *cachePending) ([]byte, error) {
+func (w *cacheWorker) await(ctx context.Context, id uint64, p *cachePending) (cacheResult, error) {
 	select {
 	case res := <-p.resC:
-		return res.value, res.err
+		return res, res.err
 	case <-ctx.Done():
 		return w.giveUp(id, p, ctx.Err())
 	case <-w.c.closedC:
@@ -111,16 +116,16 @@ func (w *cacheWorker) await(ctx context.Context, id uint64, p *cachePending) ([]
 // request was never written. If the entry is already gone, its result is
 // on the way and wins: a call the broker answered, or one its stream's
 // failure already classified, reports that.
-func (w *cacheWorker) giveUp(id uint64, p *cachePending, err error) ([]byte, error) {
+func (w *cacheWorker) giveUp(id uint64, p *cachePending, err error) (cacheResult, error) {
 	written, ok := w.abandon(id)
 	switch {
 	case !ok:
 		res := <-p.resC
-		return res.value, res.err
+		return res, res.err
 	case !written:
-		return nil, notSent(err)
+		return cacheResult{}, notSent(err)
 	default:
-		return nil, err
+		return cacheResult{}, err
 	}
 }
 

@@ -12,10 +12,13 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// What the client offers in every auth.
+// What the client offers in every auth: what it can decode and use. What
+// it sends toward the broker is still limited to what auth_ok advertised.
 const (
-	clientFlags    = wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagBinaryPublishAckOffset
-	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete
+	clientFlags = wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagEventBatchSkipped |
+		wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher | wire.FlagBinaryPublishAckOffset
+	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete |
+		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // ClusterClient talks to a cluster through one broker connection at a
@@ -14,11 +17,19 @@ import (
 // there once when that cannot duplicate anything: a call that never left
 // the client, a cache get or put, or a subscribe. An acknowledged publish
 // whose answer was lost is not re-sent; it fails with a *BrokerError of
-// code internal and retry class outcome_unknown. Subscriptions opened on a
-// connection that died end with ErrSubscriptionLost.
+// code internal and retry class outcome_unknown. Subscribe and
+// SubscribeFrom return a ClusterSubscription, which resumes a durable
+// stream's subscription by itself after a lag or a lost connection; on a
+// stream without offsets it ends with ErrSubscriptionLost when its
+// connection dies. Read and OffsetForTime are retried like cache gets.
 type ClusterClient struct {
 	seeds []string
 	cfg   Config
+
+	// Backoff between failed resubscribes of a ClusterSubscription.
+	resumeBase, resumeMax time.Duration
+
+	features atomic.Uint64 // server_features of the last connection made
 
 	mu     sync.Mutex
 	cur    *Client // nil before the first connect and after a failure
@@ -32,7 +43,8 @@ func ConnectCluster(ctx context.Context, seeds []string, cfg Config) (*ClusterCl
 	if len(seeds) == 0 {
 		return nil, errors.New("felix: ConnectCluster needs at least one seed")
 	}
-	cc := &ClusterClient{seeds: append([]string(nil), seeds...), cfg: cfg, curIdx: -1}
+	cc := &ClusterClient{seeds: append([]string(nil), seeds...), cfg: cfg, curIdx: -1,
+		resumeBase: resumeBackoffBase, resumeMax: resumeBackoffMax}
 	if _, err := cc.client(ctx); err != nil {
 		return nil, err
 	}
@@ -78,6 +90,7 @@ func (cc *ClusterClient) reconnectLocked(ctx context.Context) (*Client, error) {
 		c, err := Connect(ctx, cfg)
 		if err == nil {
 			cc.cur, cc.curIdx = c, idx
+			cc.features.Store(c.ServerFeatures())
 			return c, nil
 		}
 		errs = append(errs, fmt.Errorf("seed %s: %w", cfg.Addr, err))
@@ -153,24 +166,90 @@ func (cc *ClusterClient) PublishKeyed(ctx context.Context, namespace, stream str
 	return cc.publish(ctx, ack, func(c *Client) error { return c.PublishKeyed(ctx, namespace, stream, key, payload, ack) })
 }
 
-// Subscribe is Client.Subscribe on the current connection.
-func (cc *ClusterClient) Subscribe(ctx context.Context, namespace, stream string) (*Subscription, error) {
+// PublishAcked is Client.PublishAcked on the current connection.
+func (cc *ClusterClient) PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack AckMode) (res PublishResult, err error) {
+	err = cc.publish(ctx, ack, func(c *Client) (err error) {
+		res, err = c.PublishAcked(ctx, namespace, stream, payload, ack)
+		return err
+	})
+	return res, err
+}
+
+// PublishBatchAcked is Client.PublishBatchAcked on the current connection.
+func (cc *ClusterClient) PublishBatchAcked(ctx context.Context, namespace, stream string, payloads [][]byte, ack AckMode) (res PublishResult, err error) {
+	err = cc.publish(ctx, ack, func(c *Client) (err error) {
+		res, err = c.PublishBatchAcked(ctx, namespace, stream, payloads, ack)
+		return err
+	})
+	return res, err
+}
+
+// PublishKeyedAcked is Client.PublishKeyedAcked on the current connection.
+func (cc *ClusterClient) PublishKeyedAcked(ctx context.Context, namespace, stream string, key, payload []byte, ack AckMode) (res PublishResult, err error) {
+	err = cc.publish(ctx, ack, func(c *Client) (err error) {
+		res, err = c.PublishKeyedAcked(ctx, namespace, stream, key, payload, ack)
+		return err
+	})
+	return res, err
+}
+
+// Subscribe is Client.Subscribe on the current connection, returning a
+// subscription that resumes by itself on a durable stream.
+func (cc *ClusterClient) Subscribe(ctx context.Context, namespace, stream string) (*ClusterSubscription, error) {
 	var sub *Subscription
 	err := cc.do(ctx, always, func(c *Client) (err error) {
 		sub, err = c.Subscribe(ctx, namespace, stream)
 		return err
 	})
-	return sub, err
+	if err != nil {
+		return nil, err
+	}
+	return newClusterSubscription(cc, sub, 0), nil
 }
 
-// SubscribeFrom is Client.SubscribeFrom on the current connection.
-func (cc *ClusterClient) SubscribeFrom(ctx context.Context, namespace, stream string, o SubscribeOptions) (*Subscription, error) {
+// SubscribeFrom is Client.SubscribeFrom on the current connection,
+// returning a subscription that resumes by itself on a durable stream.
+func (cc *ClusterClient) SubscribeFrom(ctx context.Context, namespace, stream string, o SubscribeOptions) (*ClusterSubscription, error) {
 	var sub *Subscription
 	err := cc.do(ctx, always, func(c *Client) (err error) {
 		sub, err = c.SubscribeFrom(ctx, namespace, stream, o)
 		return err
 	})
-	return sub, err
+	if err != nil {
+		return nil, err
+	}
+	return newClusterSubscription(cc, sub, o.Shard), nil
+}
+
+// Read is Client.Read on the current connection; reading changes
+// nothing, so it is retried after a reconnect.
+func (cc *ClusterClient) Read(ctx context.Context, namespace, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (page *ReadPage, err error) {
+	err = cc.do(ctx, always, func(c *Client) (err error) {
+		page, err = c.Read(ctx, namespace, stream, shard, from, end, maxRecords)
+		return err
+	})
+	return page, err
+}
+
+// OffsetForTime is Client.OffsetForTime on the current connection,
+// retried after a reconnect.
+func (cc *ClusterClient) OffsetForTime(ctx context.Context, namespace, stream string, shard uint32, t time.Time) (offset uint64, ok bool, err error) {
+	err = cc.do(ctx, always, func(c *Client) (err error) {
+		offset, ok, err = c.OffsetForTime(ctx, namespace, stream, shard, t)
+		return err
+	})
+	return offset, ok, err
+}
+
+// SupportsRead is Client.SupportsRead for the last broker connected.
+func (cc *ClusterClient) SupportsRead() bool {
+	return cc.features.Load()&wire.FeatureStreamRead != 0
+}
+
+// SupportsOffsetForTime is Client.SupportsOffsetForTime for the last
+// broker connected.
+func (cc *ClusterClient) SupportsOffsetForTime() bool {
+	return cc.features.Load()&wire.FeatureRecordTimestamps != 0
 }
 
 // CachePut is Client.CachePut; a put is retried after a reconnect, since

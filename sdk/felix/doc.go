@@ -1,5 +1,5 @@
-// Package felix is the Go client for Felix brokers: publish, subscribe and
-// cache over one QUIC connection per broker.
+// Package felix is the Go client for Felix brokers: publish, subscribe,
+// read durable streams and cache over one QUIC connection per broker.
 //
 // # Connecting
 //
@@ -13,7 +13,8 @@
 //
 // ClusterClient has the same methods and keeps one Client to one of its
 // seeds, replacing it when the connection dies (see its doc for which
-// calls are retried).
+// calls are retried). Its Subscribe and SubscribeFrom return a
+// *ClusterSubscription (see Durable streams).
 //
 // # Publishing
 //
@@ -49,6 +50,36 @@
 // the subscription with that *BrokerError. Subscription.Close makes Next
 // return ErrClosed at once; Client.Close lets queued events drain first.
 //
+// # Durable streams
+//
+// The client offers every event-batch option (offsets, skip counts,
+// append times, publisher) and uses what the broker sends: Event.Offset,
+// SkippedBefore, Timestamp and Publisher. A jump between consecutive
+// offsets beyond SkippedBefore is a drop. SubscribeFrom starts at
+// Earliest, Latest or AtOffset on one shard; on a durable stream
+// StartOffset and LiveOffset say where it joined (events below
+// LiveOffset are catch-up). A start the broker cannot serve fails with
+// *SubscribeCursorError, whose Available is the nearest offset that would
+// work. When the broker's queue for a durable subscription drops, Next
+// returns what arrived before the drop and then *SubscriptionLagged.
+//
+// A ClusterSubscription resumes by itself after a lag or a lost
+// connection once it knows a position (an event with an offset, or a
+// reported start offset): it subscribes again right after the last event
+// it delivered, with backoff between failed attempts (at most 10 in a
+// row), and drops anything at or below that offset, so Next sees no gap
+// and no duplicate. Resumes counts them. A *SubscribeCursorError met on
+// the way is returned. Without offsets it ends with ErrSubscriptionLost.
+//
+// Read returns one page of committed records of a shard without opening
+// a subscription; continue from ReadPage.NextOffset until it is empty or
+// reaches the end. OffsetForTime finds the first offset appended at or
+// after a time. Both travel on the cache streams (answers matched by
+// request_id) and need the broker to advertise them (SupportsRead,
+// SupportsOffsetForTime); otherwise they fail with a *BrokerError of code
+// unsupported before sending anything. The *Acked publish variants return
+// the offset the broker gave the first payload, when it reports one.
+//
 // # Cache
 //
 // CachePut, CacheGet and CacheDelete are request/response calls over
@@ -60,13 +91,15 @@
 // # Errors
 //
 // Refusals from the broker are *BrokerError (use errors.As and branch on
-// Retry). ErrConnectionLost wraps failures caused by the connection going
+// Retry). *SubscribeCursorError and *SubscriptionLagged carry offsets to
+// act on. ErrConnectionLost wraps failures caused by the connection going
 // away, ErrSubscriptionLost ends subscriptions that lost their stream, and
 // ErrClosed is returned after Close.
 //
 // # Metrics
 //
 // felix_client_publish_total, felix_client_publish_errors_total,
-// felix_client_events_received_total and felix_client_reconnects_total are
-// registered in the VictoriaMetrics default set.
+// felix_client_events_received_total, felix_client_reconnects_total and
+// felix_client_subscription_resumes_total are registered in the
+// VictoriaMetrics default set.
 package felix

@@ -1,7 +1,9 @@
 package felix
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -19,7 +21,12 @@ func (s *Subscription) read(es eventStream) {
 		batch, err := decodeEventFrame(f)
 		if err != nil {
 			s.end(err)
-			es.rs.CancelRead(streamErrBadHead)
+			var lagged *SubscriptionLagged
+			if errors.As(err, &lagged) { // the broker's last frame: a clean end
+				es.rs.CancelRead(0)
+			} else {
+				es.rs.CancelRead(streamErrBadHead)
+			}
 			return
 		}
 		if !s.deliver(batch) {
@@ -32,10 +39,8 @@ func (s *Subscription) read(es eventStream) {
 // subscription or client ended while it waited for room.
 func (s *Subscription) deliver(b eventBatch) bool {
 	for i, p := range b.payloads {
-		ev := Event{Payload: p, Namespace: s.namespace, Stream: s.stream}
-		if b.hasOffset {
-			ev.Offset, ev.HasOffset = b.baseOffset+uint64(i), true
-		}
+		ev := b.event(i, p)
+		ev.Namespace, ev.Stream = s.namespace, s.stream
 		w := s.weight(&ev)
 		if err := s.bytes.Acquire(s.ctx, w); err != nil {
 			s.end(s.lostReason(ErrClosed))
@@ -55,14 +60,35 @@ func (s *Subscription) deliver(b eventBatch) bool {
 
 // eventBatch is one decoded event frame.
 type eventBatch struct {
-	payloads   [][]byte
-	baseOffset uint64
-	hasOffset  bool
+	payloads      [][]byte
+	baseOffset    uint64
+	hasOffset     bool
+	skippedBefore uint64
+	timestamps    []uint64 // one per payload, or nil
+	publisher     string
+}
+
+// event builds the i-th event of the batch. The skip count belongs to the
+// gap before the batch, so only the first event carries it.
+func (b *eventBatch) event(i int, payload []byte) Event {
+	ev := Event{Payload: payload, Publisher: b.publisher}
+	if b.hasOffset {
+		ev.Offset, ev.HasOffset = b.baseOffset+uint64(i), true
+	}
+	if i == 0 {
+		ev.SkippedBefore = b.skippedBefore
+	}
+	if i < len(b.timestamps) && b.timestamps[i] != 0 {
+		ev.TimestampMicros = b.timestamps[i]
+		ev.Timestamp = time.UnixMicro(int64(b.timestamps[i]))
+	}
+	return ev
 }
 
 // decodeEventFrame decodes a shared binary batch, a binary batch with id,
 // or a JSON event_batch / event. A JSON error message is returned as a
-// *BrokerError that ends the subscription; JSON messages of other types
+// *BrokerError that ends the subscription, subscription_lagged as a
+// *SubscriptionLagged; JSON messages of other types
 // are skipped (an empty batch). Malformed frames end the subscription with
 // ErrSubscriptionLost.
 func decodeEventFrame(f wire.Frame) (eventBatch, error) {
@@ -73,7 +99,8 @@ func decodeEventFrame(f wire.Frame) (eventBatch, error) {
 			return eventBatch{}, badFrame(err)
 		}
 		return eventBatch{payloads: b.Payloads, baseOffset: b.BaseOffset,
-			hasOffset: f.Flags&wire.FlagEventBatchOffsets != 0}, nil
+			hasOffset: f.Flags&wire.FlagEventBatchOffsets != 0, skippedBefore: b.SkippedBefore,
+			timestamps: b.Timestamps, publisher: b.Publisher}, nil
 	case f.Flags&wire.FlagBinaryEventBatch != 0:
 		_, payloads, err := wire.ParseEventBatchWithID(f.Payload)
 		if err != nil {
@@ -93,6 +120,9 @@ func decodeEventFrame(f wire.Frame) (eventBatch, error) {
 		if m.BaseOffset != nil {
 			b.baseOffset, b.hasOffset = *m.BaseOffset, true
 		}
+		if m.SkippedBefore != nil {
+			b.skippedBefore = *m.SkippedBefore
+		}
 		return b, nil
 	case *wire.Event:
 		b := eventBatch{payloads: [][]byte{m.Payload}}
@@ -102,6 +132,8 @@ func decodeEventFrame(f wire.Frame) (eventBatch, error) {
 		return b, nil
 	case *wire.ErrorMsg:
 		return eventBatch{}, fromWire(m.Err())
+	case *wire.SubscriptionLagged:
+		return eventBatch{}, &SubscriptionLagged{SubscriptionID: m.SubscriptionID, ResumeFrom: m.ResumeFrom}
 	}
 	return eventBatch{}, nil
 }

@@ -90,3 +90,69 @@ func ExampleConnectCluster() {
 	defer cc.Close()
 	_ = cc.Publish(ctx, "prod", "orders", []byte("x"), felix.AckPerMessage)
 }
+
+// Read a fixed range of a durable stream page by page, then stop.
+func ExampleClient_Read() {
+	ctx := context.Background()
+	client, err := felix.Connect(ctx, felix.ConfigFromEnv())
+	if err != nil {
+		fmt.Println("connect:", err)
+		return
+	}
+	defer client.Close()
+	from, end := uint64(1000), uint64(2000)
+	for from < end {
+		page, err := client.Read(ctx, "prod", "matches", 0, from, &end, 500)
+		var cursor *felix.SubscribeCursorError
+		if errors.As(err, &cursor) {
+			fmt.Println("not retained any more; nearest offset is", cursor.Available)
+			return
+		}
+		if err != nil || len(page.Records) == 0 {
+			return // failed, or nothing committed past here yet
+		}
+		for _, r := range page.Records {
+			fmt.Println(r.Offset, string(r.Payload))
+		}
+		from = page.NextOffset
+	}
+}
+
+// A consumer that checkpoints offsets and survives lags and broker
+// failures: the ClusterSubscription resumes on its own, so only a start
+// lost to retention needs handling.
+func ExampleClusterClient_SubscribeFrom() {
+	ctx := context.Background()
+	cluster, err := felix.ConnectCluster(ctx, []string{"broker-1:7700", "broker-2:7700"}, felix.ConfigFromEnv())
+	if err != nil {
+		fmt.Println("connect:", err)
+		return
+	}
+	defer cluster.Close()
+	start := felix.Earliest()
+	for {
+		sub, err := cluster.SubscribeFrom(ctx, "prod", "events", felix.SubscribeOptions{Start: start})
+		var cursor *felix.SubscribeCursorError
+		if errors.As(err, &cursor) {
+			start = felix.AtOffset(cursor.Available) // the smallest gap there is
+			continue
+		}
+		if err != nil {
+			return
+		}
+		for {
+			ev, err := sub.Next(ctx)
+			if errors.As(err, &cursor) {
+				start = felix.AtOffset(cursor.Available)
+				break
+			}
+			if err != nil {
+				sub.Close()
+				return
+			}
+			fmt.Println(ev.Offset, string(ev.Payload)) // then checkpoint ev.Offset
+			start = felix.AtOffset(ev.Offset + 1)
+		}
+		sub.Close()
+	}
+}

@@ -36,6 +36,12 @@ type fakeOpts struct {
 	gate      chan struct{}
 	helloLate bool
 	hold      chan struct{} // acked publishes to stream "hold" wait for this
+	// subscribed, when set, answers each subscribe instead of a plain
+	// subscribed: a *wire.Subscribed (its id is filled in) or any other
+	// message, which refuses the subscribe and ends its stream.
+	subscribed func(m *wire.Subscribe) wire.Message
+	// readCap caps a stream_read page that asks for no limit (default 3).
+	readCap int
 }
 
 // pubRecord is one publish the fake received.
@@ -65,6 +71,8 @@ type fakeBroker struct {
 	ttls      map[string]uint64
 	nextSub   uint64
 	subC      chan *fakeSub
+	logs      map[string][]wire.StreamRecord // "ns/stream" -> a durable shard 0, offsets ascending
+	reads     []wire.StreamRead              // stream_read requests, in arrival order
 }
 
 // fakeSub is one subscription's event stream on the fake.
@@ -72,6 +80,7 @@ type fakeSub struct {
 	id          uint64
 	ns, stream  string
 	clientFlags uint16
+	msg         *wire.Subscribe // the request as received
 	es          *quic.SendStream
 }
 
@@ -263,25 +272,30 @@ func (fb *fakeBroker) binaryPublish(s *quic.Stream, f wire.Frame) bool {
 	if p.Namespace == "missing" && f.Flags&wire.FlagBinaryPublishAcked == 0 {
 		return writeMsg(s, wire.NewError(wire.CodeNotFound, "stream not found").ErrorMessage(true)) == nil
 	}
-	fb.record(p.Namespace, p.Stream, p.Payloads, true, p.Key)
+	base := fb.record(p.Namespace, p.Stream, p.Payloads, true, p.Key)
 	if f.Flags&wire.FlagBinaryPublishAcked == 0 {
 		return true
 	}
-	return fb.answerPublish(s, p.Stream, p.RequestID)
+	return fb.answerPublish(s, p.Stream, p.RequestID, base)
 }
 
-func (fb *fakeBroker) record(ns, stream string, payloads [][]byte, binary bool, key []byte) {
+// record stores a publish and returns the offset of its first payload.
+func (fb *fakeBroker) record(ns, stream string, payloads [][]byte, binary bool, key []byte) uint64 {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
+	base := uint64(len(fb.published[ns+"/"+stream]))
+	defer fb.notifyLocked()
 	for _, p := range payloads {
 		fb.published[ns+"/"+stream] = append(fb.published[ns+"/"+stream], pubRecord{payload: p, binary: binary, key: key})
 	}
-	fb.notifyLocked()
+	return base
 }
 
 // answerPublish acks, or refuses publishes to "refuse" (keeping the
 // stream) and "refuse-end" (ending the stream after the refusal).
-func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id uint64) bool {
+// An ack carries the batch's offset when the fake advertises
+// FLAG_BINARY_PUBLISH_ACK_OFFSET.
+func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id, base uint64) bool {
 	if stream == "hold" && fb.opts.hold != nil {
 		select {
 		case <-fb.opts.hold:
@@ -298,27 +312,35 @@ func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id uint64) bo
 		}
 		return err == nil
 	}
-	return writeMsg(s, &wire.PublishOK{RequestID: id}) == nil
+	ok := &wire.PublishOK{RequestID: id}
+	if fb.opts.flags&wire.FlagBinaryPublishAckOffset != 0 {
+		ok.Offset = &base
+	}
+	return writeMsg(s, ok) == nil
 }
 
 // handle answers one JSON request; false ends the stream.
 func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16, msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.Publish:
-		fb.record(m.Namespace, m.Stream, [][]byte{m.Payload}, false, m.Key)
+		base := fb.record(m.Namespace, m.Stream, [][]byte{m.Payload}, false, m.Key)
 		if m.Ack == wire.AckPerMessage || m.Ack == wire.AckPerBatch {
-			return fb.answerPublish(s, m.Stream, m.RequestID)
+			return fb.answerPublish(s, m.Stream, m.RequestID, base)
 		}
 	case *wire.PublishBatch:
-		fb.record(m.Namespace, m.Stream, m.Payloads, false, m.Key)
+		base := fb.record(m.Namespace, m.Stream, m.Payloads, false, m.Key)
 		if m.Ack == wire.AckPerMessage || m.Ack == wire.AckPerBatch {
-			return fb.answerPublish(s, m.Stream, m.RequestID)
+			return fb.answerPublish(s, m.Stream, m.RequestID, base)
 		}
 	case *wire.Subscribe:
 		fb.subscribe(conn, s, clientFlags, m)
 		return false
 	case *wire.CachePut, *wire.CacheGet, *wire.CacheDelete:
 		return fb.cacheOp(s, msg)
+	case *wire.StreamRead:
+		return writeMsg(s, fb.streamRead(m)) == nil
+	case *wire.OffsetForTime:
+		return writeMsg(s, fb.offsetForTime(m)) == nil
 	default:
 		_ = writeMsg(s, &wire.Unsupported{RequestType: msg.MessageType()})
 	}
@@ -333,8 +355,19 @@ func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uin
 	}
 	fb.mu.Lock()
 	fb.nextSub++
-	sub := &fakeSub{id: 1000 + fb.nextSub, ns: m.Namespace, stream: m.Stream, clientFlags: clientFlags}
+	sub := &fakeSub{id: 1000 + fb.nextSub, ns: m.Namespace, stream: m.Stream, clientFlags: clientFlags, msg: m}
 	fb.mu.Unlock()
+	answer := wire.Message(&wire.Subscribed{})
+	if fb.opts.subscribed != nil {
+		answer = fb.opts.subscribed(m)
+	}
+	ok, isOK := answer.(*wire.Subscribed)
+	if !isOK {
+		_ = writeMsg(s, answer)
+		_ = s.Close()
+		return
+	}
+	ok.SubscriptionID = sub.id
 	openHello := func() bool {
 		es, err := conn.OpenUniStreamSync(fb.ctx)
 		if err != nil {
@@ -349,7 +382,7 @@ func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uin
 	if fb.opts.gate != nil && !fb.opts.helloLate {
 		<-fb.opts.gate
 	}
-	if writeMsg(s, &wire.Subscribed{SubscriptionID: sub.id}) != nil {
+	if writeMsg(s, ok) != nil {
 		return
 	}
 	_ = s.Close()

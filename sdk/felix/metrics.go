@@ -8,4 +8,6 @@ var (
 	publishErrors  = metrics.GetOrCreateCounter("felix_client_publish_errors_total") // Publish* calls that failed
 	eventsReceived = metrics.GetOrCreateCounter("felix_client_events_received_total")
 	reconnects     = metrics.GetOrCreateCounter("felix_client_reconnects_total") // ClusterClient connection replacements
+	// ClusterSubscription resubscribes after a lag or a lost connection.
+	subscriptionResumes = metrics.GetOrCreateCounter("felix_client_subscription_resumes_total")
 )

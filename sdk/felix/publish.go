@@ -17,11 +17,26 @@ const (
 	maxCoalesceBytes   = 1 << 20  // one Write call carries at most about this much
 )
 
+// PublishResult is what an acknowledged publish learned from the broker.
+// On a durable stream Offset is the offset of the first payload (the
+// batch's payloads follow it in order), when the broker reports it;
+// HasOffset is false otherwise, and always with AckNone.
+type PublishResult struct {
+	Offset    uint64
+	HasOffset bool
+}
+
 // Publish sends one payload to namespace/stream. With AckNone it returns
 // once the frame is queued for the stream's writer; otherwise it waits for
 // the broker's answer (a refusal is a *BrokerError). Cancelling ctx stops
 // the wait, not necessarily the publish.
 func (c *Client) Publish(ctx context.Context, namespace, stream string, payload []byte, ack AckMode) error {
+	_, err := c.PublishAcked(ctx, namespace, stream, payload, ack)
+	return err
+}
+
+// PublishAcked is Publish, also returning the offset the broker assigned.
+func (c *Client) PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack AckMode) (PublishResult, error) {
 	return c.publish(ctx, &publishReq{namespace: namespace, stream: stream,
 		payloads: [][]byte{payload}, single: true, ack: ack})
 }
@@ -29,12 +44,26 @@ func (c *Client) Publish(ctx context.Context, namespace, stream string, payload 
 // PublishBatch sends several payloads as one batch; they land in order and
 // together.
 func (c *Client) PublishBatch(ctx context.Context, namespace, stream string, payloads [][]byte, ack AckMode) error {
+	_, err := c.PublishBatchAcked(ctx, namespace, stream, payloads, ack)
+	return err
+}
+
+// PublishBatchAcked is PublishBatch, also returning the offset of the
+// batch's first payload.
+func (c *Client) PublishBatchAcked(ctx context.Context, namespace, stream string, payloads [][]byte, ack AckMode) (PublishResult, error) {
 	return c.publish(ctx, &publishReq{namespace: namespace, stream: stream, payloads: payloads, ack: ack})
 }
 
 // PublishKeyed sends one payload with a routing key that picks the
 // stream's shard.
 func (c *Client) PublishKeyed(ctx context.Context, namespace, stream string, key, payload []byte, ack AckMode) error {
+	_, err := c.PublishKeyedAcked(ctx, namespace, stream, key, payload, ack)
+	return err
+}
+
+// PublishKeyedAcked is PublishKeyed, also returning the offset the broker
+// assigned on the key's shard.
+func (c *Client) PublishKeyedAcked(ctx context.Context, namespace, stream string, key, payload []byte, ack AckMode) (PublishResult, error) {
 	return c.publish(ctx, &publishReq{namespace: namespace, stream: stream, key: key,
 		payloads: [][]byte{payload}, single: true, ack: ack})
 }
@@ -54,12 +83,12 @@ func (c *Client) Finish(ctx context.Context) error {
 	return c.pub.finish(ctx)
 }
 
-func (c *Client) publish(ctx context.Context, r *publishReq) error {
+func (c *Client) publish(ctx context.Context, r *publishReq) (PublishResult, error) {
 	if err := r.validate(c.cfg.MaxFrameBytes); err != nil {
-		return err
+		return PublishResult{}, err
 	}
 	if err := c.checkUsable(); err != nil {
-		return err
+		return PublishResult{}, err
 	}
 	var id uint64
 	if r.ack != AckNone {
@@ -67,17 +96,18 @@ func (c *Client) publish(ctx context.Context, r *publishReq) error {
 	}
 	frame, err := c.encode(r, id)
 	if err != nil {
-		return notSent(err)
+		return PublishResult{}, notSent(err)
 	}
 	if len(frame)-wire.HeaderLen > int(c.cfg.MaxFrameBytes) {
-		return invalidArg("encoded publish of %d bytes is larger than MaxFrameBytes %d", len(frame)-wire.HeaderLen, c.cfg.MaxFrameBytes)
+		return PublishResult{}, invalidArg("encoded publish of %d bytes is larger than MaxFrameBytes %d", len(frame)-wire.HeaderLen, c.cfg.MaxFrameBytes)
 	}
-	if err := c.pub.send(ctx, r.namespace, r.stream, frame, id); err != nil {
+	res, err := c.pub.send(ctx, r.namespace, r.stream, frame, id)
+	if err != nil {
 		publishErrors.Inc()
-		return err
+		return PublishResult{}, err
 	}
 	publishTotal.Add(len(r.payloads))
-	return nil
+	return res, nil
 }
 
 // publishPool spreads publishes over workers by stream, so one stream's
@@ -108,41 +138,44 @@ func (p *publishPool) pick(namespace, stream string) *pubWorker {
 
 // send queues frame on the stream's worker and, for an acked publish
 // (id != 0), waits for the answer.
-func (p *publishPool) send(ctx context.Context, namespace, stream string, frame []byte, id uint64) error {
+func (p *publishPool) send(ctx context.Context, namespace, stream string, frame []byte, id uint64) (PublishResult, error) {
 	w := p.pick(namespace, stream)
 	weight := min(int64(len(frame)), publishBudgetBytes)
 	if err := p.budget.Acquire(ctx, weight); err != nil {
-		return notSent(err)
+		return PublishResult{}, notSent(err)
 	}
 	r := &pubReq{frame: frame, id: id, ctx: ctx, weight: weight}
-	var resC chan error
+	var pending *pendingAck
 	if id != 0 {
-		resC = make(chan error, 1)
-		w.addPending(id, resC)
+		pending = w.addPending(id)
 	}
 	select {
 	case w.reqC <- r:
 	case <-ctx.Done():
 		p.budget.Release(weight)
 		w.removePending(id)
-		return notSent(ctx.Err())
+		return PublishResult{}, notSent(ctx.Err())
 	case <-p.c.closedC:
 		p.budget.Release(weight)
 		w.removePending(id)
-		return notSent(ErrClosed)
+		return PublishResult{}, notSent(ErrClosed)
 	}
 	if id == 0 {
-		return nil
+		return PublishResult{}, nil
 	}
 	select {
-	case err := <-resC:
-		return err
+	case err := <-pending.resC:
+		if err != nil {
+			return PublishResult{}, err
+		}
+		off, ok := maybe(pending.offset)
+		return PublishResult{Offset: off, HasOffset: ok}, nil
 	case <-ctx.Done():
 		w.removePending(id) // a late answer is discarded
-		return ctx.Err()
+		return PublishResult{}, ctx.Err()
 	case <-p.c.closedC:
 		w.removePending(id)
-		return ErrClosed
+		return PublishResult{}, ErrClosed
 	}
 }
 

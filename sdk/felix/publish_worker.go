@@ -25,6 +25,10 @@ type pubReq struct {
 type pendingAck struct {
 	resC chan error // buffered 1; receives exactly one result
 	st   *pubStream
+	// offset is what publish_ok reported (durable streams, with
+	// FLAG_BINARY_PUBLISH_ACK_OFFSET). Written before a nil result is sent
+	// on resC, read by the caller after receiving it.
+	offset *uint64
 }
 
 // pubStream is one incarnation of a worker's authenticated QUIC stream.
@@ -58,10 +62,12 @@ func newPubWorker(c *Client, p *publishPool) *pubWorker {
 	return &pubWorker{c: c, pool: p, reqC: make(chan *pubReq, publishQueueLen), pending: map[uint64]*pendingAck{}}
 }
 
-func (w *pubWorker) addPending(id uint64, resC chan error) {
+func (w *pubWorker) addPending(id uint64) *pendingAck {
+	p := &pendingAck{resC: make(chan error, 1)}
 	w.mu.Lock()
-	w.pending[id] = &pendingAck{resC: resC}
+	w.pending[id] = p
 	w.mu.Unlock()
+	return p
 }
 
 func (w *pubWorker) removePending(id uint64) {
@@ -74,12 +80,16 @@ func (w *pubWorker) removePending(id uint64) {
 }
 
 // resolve delivers the answer for id, if anyone still waits for it.
-func (w *pubWorker) resolve(id uint64, err error) {
+func (w *pubWorker) resolve(id uint64, err error) { w.resolveOffset(id, nil, err) }
+
+// resolveOffset is resolve for a publish_ok that may carry an offset.
+func (w *pubWorker) resolveOffset(id uint64, offset *uint64, err error) {
 	w.mu.Lock()
 	p := w.pending[id]
 	delete(w.pending, id)
 	w.mu.Unlock()
 	if p != nil {
+		p.offset = offset
 		p.resC <- err
 	}
 }
@@ -359,7 +369,7 @@ func (w *pubWorker) readAnswers(st *pubStream) {
 		}
 		switch m := msg.(type) {
 		case *wire.PublishOK:
-			w.resolve(m.RequestID, nil)
+			w.resolveOffset(m.RequestID, m.Offset, nil)
 		case *wire.PublishError:
 			w.resolve(m.RequestID, fromWire(m.Err()))
 		case *wire.ErrorMsg:

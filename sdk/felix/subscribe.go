@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -33,8 +34,21 @@ type SubscribeOptions struct {
 // Event is one delivered event. Payload is owned by the caller.
 type Event struct {
 	Payload   []byte
-	Offset    uint64 // valid when HasOffset
+	Offset    uint64 // valid when HasOffset (durable streams)
 	HasOffset bool
+	// SkippedBefore counts the offsets just before this event that hold
+	// no event (generation-start records). Only the first event of a batch
+	// carries it, so Offset-SkippedBefore is the offset expected after the
+	// previous event; anything larger is a drop.
+	SkippedBefore uint64
+	// Timestamp is when the broker appended the event (durable streams,
+	// a broker that sends times); zero otherwise. TimestampMicros is the
+	// same in microseconds since the Unix epoch.
+	Timestamp       time.Time
+	TimestampMicros uint64
+	// Publisher is the principal the broker accepted the publish from,
+	// when the broker reports it; "" otherwise.
+	Publisher string
 	Namespace string
 	Stream    string
 }
@@ -66,12 +80,13 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 	if err != nil {
 		return nil, err
 	}
-	id, err := c.subscribeRoundTrip(ctx, cs, msg)
+	ok, err := c.subscribeRoundTrip(ctx, cs, msg)
 	if err != nil {
 		cs.abort()
 		return nil, err
 	}
-	sub := newSubscription(c, id, namespace, stream, cs)
+	sub := newSubscription(c, ok.SubscriptionID, namespace, stream, cs)
+	sub.startOffset, sub.liveOffset = ok.StartOffset, ok.LiveOffset
 	if err := c.router.register(sub); err != nil {
 		sub.Close()
 		return nil, err
@@ -102,31 +117,33 @@ func (s *Subscription) watchControl() {
 }
 
 // subscribeRoundTrip sends subscribe, closes the send half and reads the
-// answer.
-func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.Subscribe) (uint64, error) {
+// answer. A start the broker cannot serve is a *SubscribeCursorError.
+func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.Subscribe) (*wire.Subscribed, error) {
 	stop := context.AfterFunc(ctx, cs.abort)
 	defer stop()
 	frame, err := wire.AppendMessageFrame(nil, msg)
 	if err != nil {
-		return 0, notSent(err)
+		return nil, notSent(err)
 	}
 	if _, err := cs.s.Write(frame); err != nil {
-		return 0, c.subscribeFailure(ctx, err)
+		return nil, c.subscribeFailure(ctx, err)
 	}
 	_ = cs.s.Close()
 	ans, err := readMessage(cs.fr)
 	if err != nil {
-		return 0, c.subscribeFailure(ctx, err)
+		return nil, c.subscribeFailure(ctx, err)
 	}
 	switch m := ans.(type) {
 	case *wire.Subscribed:
-		return m.SubscriptionID, nil
+		return m, nil
+	case *wire.SubscribeCursorError:
+		return nil, cursorError(m)
 	case *wire.ErrorMsg:
-		return 0, fromWire(m.Err())
+		return nil, fromWire(m.Err())
 	case *wire.Unsupported:
-		return 0, unsupported(m.RequestType)
+		return nil, unsupported(m.RequestType)
 	}
-	return 0, fmt.Errorf("felix: subscribe answered with %q", ans.MessageType())
+	return nil, fmt.Errorf("felix: subscribe answered with %q", ans.MessageType())
 }
 
 func (c *Client) subscribeFailure(ctx context.Context, err error) error {
@@ -147,6 +164,10 @@ type Subscription struct {
 	namespace string
 	stream    string
 	ctrl      *ctrlStream
+
+	// Where a subscribe with a start joined a durable stream; nil when the
+	// broker did not say. Set before the subscription is returned.
+	startOffset, liveOffset *uint64
 
 	queue chan Event          // filled by the reader; bounded by Config.EventQueue
 	bytes *semaphore.Weighted // payload bytes in queue; bounded by Config.EventQueueBytes
@@ -185,11 +206,29 @@ func (s *Subscription) take(ev Event) (Event, error) {
 // ID returns the broker-assigned subscription id.
 func (s *Subscription) ID() uint64 { return s.id }
 
+// StartOffset returns the offset the subscription started at. ok is false
+// unless the subscribe carried a start (SubscribeFrom), the stream is
+// durable and the broker reported it.
+func (s *Subscription) StartOffset() (offset uint64, ok bool) { return maybe(s.startOffset) }
+
+// LiveOffset returns the shard's tail when the subscription was
+// registered: events below it are catch-up, events from it on are new.
+// ok is false in the same cases as StartOffset.
+func (s *Subscription) LiveOffset() (offset uint64, ok bool) { return maybe(s.liveOffset) }
+
+func maybe(p *uint64) (uint64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
+}
+
 // Next returns the next event. It is cancel-safe: when ctx ends nothing is
 // lost and the next call gets the next event. After the connection dies or
 // the event stream ends unasked, it returns the events already received
 // and then ErrSubscriptionLost; an error the broker sent on the stream ends
-// it with that *BrokerError. After Subscription.Close it returns ErrClosed
+// it with that *BrokerError, and a durable subscription whose broker queue
+// dropped ends with *SubscriptionLagged. After Subscription.Close it returns ErrClosed
 // at once; after Client.Close, the events already received and then
 // ErrClosed.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {

@@ -10,8 +10,13 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
+// eventSource is what Subscription and ClusterSubscription share.
+type eventSource interface {
+	Next(ctx context.Context) (Event, error)
+}
+
 // next calls Next with a generous timeout.
-func next(t *testing.T, s *Subscription) Event {
+func next(t *testing.T, s eventSource) Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -23,7 +28,7 @@ func next(t *testing.T, s *Subscription) Event {
 }
 
 // nextErr waits for Next to fail and returns the error.
-func nextErr(t *testing.T, s *Subscription) error {
+func nextErr(t *testing.T, s eventSource) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -60,13 +60,27 @@ func (a *adminAPI) nsPath(ns string) string {
 	return "/v1/tenants/" + url.PathEscape(a.tenant) + "/namespaces/" + url.PathEscape(ns)
 }
 
-func (a *adminAPI) createStream(ctx context.Context, ns, prefix, policy string, shards int) (string, error) {
+// streamSpec is what a benchmark asks of the stream it creates.
+type streamSpec struct {
+	policy  string // subscriber queue policy; "" is the broker's default
+	shards  int
+	durable bool
+}
+
+func (a *adminAPI) createStream(ctx context.Context, ns, prefix string, spec streamSpec) (string, error) {
 	name := uniqueName(prefix)
-	body := map[string]any{"stream": name, "shards": shards}
-	if policy != "" {
-		body["sub_queue_policy"] = policy
+	return name, a.createNamedStream(ctx, ns, name, spec)
+}
+
+func (a *adminAPI) createNamedStream(ctx context.Context, ns, name string, spec streamSpec) error {
+	body := map[string]any{"stream": name, "shards": max(1, spec.shards)}
+	if spec.policy != "" {
+		body["sub_queue_policy"] = spec.policy
 	}
-	return name, a.do(ctx, http.MethodPost, a.nsPath(ns)+"/streams", body)
+	if spec.durable {
+		body["durable"] = true
+	}
+	return a.do(ctx, http.MethodPost, a.nsPath(ns)+"/streams", body)
 }
 
 func (a *adminAPI) deleteStream(ctx context.Context, ns, name string) {

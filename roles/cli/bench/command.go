@@ -27,28 +27,32 @@ func Command() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "bench",
-		Usage: "measure a running broker (pubsub, fanout, latency, cache) or the QUIC transport itself (quic-raw)",
+		Usage: "measure a running broker (pubsub, durable, fanout, latency, cache, subs-idle, meta) or the QUIC transport itself (quic-raw)",
 		Description: "Each scenario creates its own uniquely named stream or cache through the control plane, drives\n" +
 			"load for --duration, deletes what it created and prints its figures (-o json for machines).\n" +
 			"For lossless pub/sub figures start the broker with FELIX_PUB_INGRESS_WAIT=true; for more than\n" +
 			"256 connections raise FELIX_MAX_CONNECTIONS_PER_SOURCE.\n\n" +
 			"   felix bench quic-raw --duration 5s\n" +
 			"   felix bench pubsub --payload 4096 --batch 64 --duration 10s\n" +
-			"   felix bench fanout --subscribers 1000 --rate 100",
+			"   felix bench fanout --subscribers 1000 --rate 100\n" +
+			"   felix bench durable --mode acked --inflight 256 --payload 4096",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "pubsub",
 				Usage: "one publisher and one subscriber: MB/s and msgs/s published and delivered, and loss",
 				Flags: withClient(dur, payload, policy,
 					&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch", Value: 64},
-					&cli.BoolFlag{Name: "acked", Usage: "wait for an acknowledgement of every batch"}),
+					&cli.BoolFlag{Name: "acked", Usage: "wait for an acknowledgement of every batch"},
+					inflightFlag(1), durableFlag()),
 				Action: func(c *cli.Context) error {
 					return run(c, func(ctx context.Context, t *target) (*result, error) {
 						return runPubSub(ctx, t, pubsubParams{payload: c.Int("payload"), batch: max(1, c.Int("batch")),
-							acked: c.Bool("acked"), duration: bounded(c.Duration("duration")), policy: c.String("policy")})
+							acked: c.Bool("acked"), inflight: c.Int("inflight"), durable: c.Bool("durable"),
+							duration: bounded(c.Duration("duration")), policy: c.String("policy")})
 					})
 				},
 			},
+			durableCommand(withClient, dur, policy),
 			{
 				Name:  "fanout",
 				Usage: "one publisher at a fixed rate to N subscribers: deliveries/s and publish-to-delivery p50/p99",
@@ -56,11 +60,43 @@ func Command() *cli.Command {
 					&cli.IntFlag{Name: "subscribers", Value: 100, Usage: "number of subscribers"},
 					&cli.IntFlag{Name: "connections", Usage: "connections the subscribers share (default: one each)"},
 					&cli.IntFlag{Name: "rate", Value: 100, Usage: "messages per second"},
-					&cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes (at least 16)"}),
+					&cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes (at least 16)"},
+					&cli.BoolFlag{Name: "max", Usage: "search for the highest rate delivered without loss, starting at --rate; --duration is each step's length"},
+					&cli.IntFlag{Name: "max-rate", Value: 1 << 20, Usage: "with --max, never offer more than this many messages per second"},
+					&cli.IntFlag{Name: "max-steps", Value: 12, Usage: "with --max, stop after this many steps"}),
 				Action: func(c *cli.Context) error {
 					return run(c, func(ctx context.Context, t *target) (*result, error) {
-						return runFanout(ctx, t, fanoutParams{subscribers: max(1, c.Int("subscribers")), connections: c.Int("connections"),
-							rate: max(1, c.Int("rate")), payload: c.Int("payload"), duration: bounded(c.Duration("duration")), policy: c.String("policy")})
+						p := fanoutParams{subscribers: max(1, c.Int("subscribers")), connections: c.Int("connections"),
+							rate: max(1, c.Int("rate")), payload: c.Int("payload"), duration: bounded(c.Duration("duration")), policy: c.String("policy")}
+						if c.Bool("max") {
+							return runFanoutMax(ctx, t, p, max(1, c.Int("max-rate")), max(1, c.Int("max-steps")))
+						}
+						return runFanout(ctx, t, p)
+					})
+				},
+			},
+			{
+				Name:  "subs-idle",
+				Usage: "open N subscriptions that receive nothing and hold them; with --broker-pid, the broker's RSS growth per subscription",
+				Flags: withClient(&cli.IntFlag{Name: "count", Value: 10000, Usage: "subscriptions to open"},
+					&cli.IntFlag{Name: "connections", Value: 100, Usage: "connections the subscriptions share"},
+					&cli.DurationFlag{Name: "hold", Usage: "keep them open this long after measuring"},
+					&cli.DurationFlag{Name: "settle", Value: 2 * time.Second, Usage: "wait this long after opening before reading the broker's RSS"},
+					&cli.IntFlag{Name: "broker-pid", Usage: "the broker's process id on this machine (reads /proc/PID/status)"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runSubsIdle(ctx, t, idleParams{count: max(1, c.Int("count")), connections: c.Int("connections"),
+							hold: min(c.Duration("hold"), 10*time.Minute), settle: min(c.Duration("settle"), time.Minute), brokerPID: c.Int("broker-pid")})
+					})
+				},
+			},
+			{
+				Name:  "meta",
+				Usage: "create uniquely named streams through the control plane with C callers, then delete them: creates/s and p50/p99",
+				Flags: withClient(dur, &cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 16, Usage: "concurrent callers"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runMeta(ctx, t, c.Int("concurrency"), bounded(c.Duration("duration")))
 					})
 				},
 			},
@@ -68,10 +104,10 @@ func Command() *cli.Command {
 				Name:  "latency",
 				Usage: "one acknowledged publish at a time: p50/p99/p999",
 				Flags: withClient(dur, &cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes"},
-					&cli.IntFlag{Name: "count", Value: 100000, Usage: "stop after this many publishes"}),
+					&cli.IntFlag{Name: "count", Value: 100000, Usage: "stop after this many publishes"}, durableFlag()),
 				Action: func(c *cli.Context) error {
 					return run(c, func(ctx context.Context, t *target) (*result, error) {
-						return runLatency(ctx, t, c.Int("payload"), c.Int("count"), bounded(c.Duration("duration")))
+						return runLatency(ctx, t, c.Int("payload"), c.Int("count"), bounded(c.Duration("duration")), c.Bool("durable"))
 					})
 				},
 			},

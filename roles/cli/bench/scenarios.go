@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -55,6 +54,8 @@ type pubsubParams struct {
 	payload  int
 	batch    int
 	acked    bool
+	inflight int // acked batches in flight; 1 waits for each before the next
+	durable  bool
 	duration time.Duration
 	policy   string
 }
@@ -62,7 +63,7 @@ type pubsubParams struct {
 // runPubSub publishes for p.duration from one client to one subscriber on
 // another connection, then waits for delivery to settle.
 func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) {
-	stream, err := t.admin.createStream(ctx, t.ns, "bench-pubsub", p.policy, 1)
+	stream, err := t.admin.createStream(ctx, t.ns, "bench-pubsub", streamSpec{policy: p.policy, shards: 1, durable: p.durable})
 	if err != nil {
 		return nil, err
 	}
@@ -99,27 +100,8 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 		}
 	}()
 
-	ack := felix.AckNone
-	if p.acked {
-		ack = felix.AckPerBatch
-	}
-	payloads := make([][]byte, p.batch)
-	for i := range payloads {
-		payloads[i] = make([]byte, p.payload)
-	}
-	var published int64
-	var pubErrs int64
 	start := time.Now()
-	for time.Since(start) < p.duration && ctx.Err() == nil {
-		// The SDK may keep the slices until they are written: give it
-		// fresh headers over the same bytes.
-		batch := append([][]byte(nil), payloads...)
-		if err := pubC.PublishBatch(ctx, t.ns, stream, batch, ack); err != nil {
-			pubErrs++
-			continue
-		}
-		published += int64(p.batch)
-	}
+	published, pubErrs := publishFor(ctx, pubC, t.ns, stream, p)
 	if err := pubC.Finish(ctx); err != nil {
 		return nil, fmt.Errorf("finish: %w", err)
 	}
@@ -137,7 +119,8 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 	<-recvDone
 
 	r := &result{Scenario: "pubsub", Params: map[string]any{
-		"payload_bytes": p.payload, "batch": p.batch, "acked": p.acked, "duration": p.duration.String(), "policy": p.policy,
+		"payload_bytes": p.payload, "batch": p.batch, "acked": p.acked, "inflight": p.inflight,
+		"durable": p.durable, "duration": p.duration.String(), "policy": p.policy,
 	}}
 	mb := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
 	r.add("published_msgs_per_s", float64(published)/pubElapsed.Seconds(), "msg/s")
@@ -151,133 +134,9 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 	return r, nil
 }
 
-type fanoutParams struct {
-	subscribers int
-	connections int
-	rate        int // messages per second
-	payload     int
-	duration    time.Duration
-	policy      string
-}
-
-// runFanout publishes at a fixed rate to many subscribers and measures
-// publish-to-delivery latency from each message's intended send time, so a
-// stalled sender cannot hide its own delay (no coordinated omission).
-func runFanout(ctx context.Context, t *target, p fanoutParams) (*result, error) {
-	if p.connections <= 0 || p.connections > p.subscribers {
-		p.connections = p.subscribers
-	}
-	if p.payload < 16 {
-		p.payload = 16
-	}
-	stream, err := t.admin.createStream(ctx, t.ns, "bench-fanout", p.policy, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer t.admin.deleteStream(context.Background(), t.ns, stream)
-	clients := make([]*felix.Client, p.connections)
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i := range clients {
-		if clients[i], err = t.connect(ctx); err != nil {
-			return nil, fmt.Errorf("connection %d: %w", i, err)
-		}
-	}
-	subs := make([]*felix.Subscription, p.subscribers)
-	for i := range subs {
-		if subs[i], err = subscribeWhenReady(ctx, clients[i%len(clients)], t.ns, stream); err != nil {
-			return nil, fmt.Errorf("subscriber %d: %w", i, err)
-		}
-	}
-	recvCtx, stopRecv := context.WithCancel(ctx)
-	defer stopRecv()
-	var wg sync.WaitGroup
-	var deliveries, errs atomic.Int64
-	lats := make([]*latencies, len(subs))
-	for i, sub := range subs {
-		lats[i] = newLatencies(20000)
-		wg.Add(1)
-		go func(sub *felix.Subscription, lat *latencies) {
-			defer wg.Done()
-			defer sub.Close()
-			for {
-				ev, err := sub.Next(recvCtx)
-				if err != nil {
-					if recvCtx.Err() == nil {
-						errs.Add(1)
-					}
-					return
-				}
-				if len(ev.Payload) >= 8 {
-					sent := int64(binary.BigEndian.Uint64(ev.Payload))
-					lat.add(time.Duration(time.Now().UnixNano() - sent))
-				}
-				deliveries.Add(1)
-			}
-		}(sub, lats[i])
-	}
-
-	pubC, err := t.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer pubC.Close()
-	interval := time.Second / time.Duration(p.rate)
-	start := time.Now()
-	var sent int64
-	payload := make([]byte, p.payload)
-	for ctx.Err() == nil {
-		due := start.Add(time.Duration(sent) * interval)
-		if due.Sub(start) >= p.duration {
-			break
-		}
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		}
-		msg := append([]byte(nil), payload...)
-		binary.BigEndian.PutUint64(msg, uint64(due.UnixNano()))
-		if err := pubC.Publish(ctx, t.ns, stream, msg, felix.AckNone); err != nil {
-			errs.Add(1)
-		}
-		sent++
-	}
-	pubC.Finish(ctx)
-	want := sent * int64(p.subscribers)
-	last, idleSince := deliveries.Load(), time.Now()
-	for deliveries.Load() < want && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-		if d := deliveries.Load(); d != last {
-			last, idleSince = d, time.Now()
-		}
-	}
-	elapsed := time.Since(start)
-	stopRecv()
-	wg.Wait()
-	all := newLatencies(200000)
-	for _, l := range lats {
-		all.merge(l)
-	}
-	r := &result{Scenario: "fanout", Params: map[string]any{
-		"subscribers": p.subscribers, "connections": p.connections, "rate": p.rate,
-		"payload_bytes": p.payload, "duration": p.duration.String(), "policy": p.policy,
-	}}
-	r.add("deliveries_per_s", float64(deliveries.Load())/elapsed.Seconds(), "deliveries/s")
-	r.add("published", float64(sent), "msgs")
-	r.add("delivered", float64(deliveries.Load()), "deliveries")
-	r.add("lost", float64(want-deliveries.Load()), "deliveries")
-	r.add("errors", float64(errs.Load()), "errors")
-	r.addLatency("publish_to_delivery", all)
-	return r, nil
-}
-
 // runLatency sends one acknowledged publish at a time.
-func runLatency(ctx context.Context, t *target, payload int, count int, d time.Duration) (*result, error) {
-	stream, err := t.admin.createStream(ctx, t.ns, "bench-latency", "", 1)
+func runLatency(ctx context.Context, t *target, payload int, count int, d time.Duration, durable bool) (*result, error) {
+	stream, err := t.admin.createStream(ctx, t.ns, "bench-latency", streamSpec{shards: 1, durable: durable})
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +161,7 @@ func runLatency(ctx context.Context, t *target, payload int, count int, d time.D
 		lat.add(time.Since(t0))
 		n++
 	}
-	r := &result{Scenario: "latency", Params: map[string]any{"payload_bytes": payload, "count": n}}
+	r := &result{Scenario: "latency", Params: map[string]any{"payload_bytes": payload, "count": n, "durable": durable}}
 	r.addLatency("acked_publish", lat)
 	r.add("publishes_per_s", float64(n)/time.Since(start).Seconds(), "msg/s")
 	return r, nil

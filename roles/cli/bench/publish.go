@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/felixmq/felix/sdk/felix"
+)
+
+// publishFor publishes p.batch payloads per call for p.duration and returns
+// how many payloads the broker took and how many calls failed. Fire-and-forget
+// and a single acked caller run in this goroutine; with p.acked and
+// p.inflight > 1, that many callers each keep one acked batch outstanding.
+func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsubParams) (published, failed int64) {
+	ack := felix.AckNone
+	if p.acked {
+		ack = felix.AckPerBatch
+		if p.batch == 1 {
+			ack = felix.AckPerMessage
+		}
+	}
+	callers := 1
+	if p.acked {
+		callers = max(1, p.inflight)
+	}
+	payloads := make([][]byte, p.batch)
+	for i := range payloads {
+		payloads[i] = make([]byte, p.payload)
+	}
+	var ok, bad atomic.Int64
+	deadline := time.Now().Add(p.duration)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				var err error
+				if p.batch == 1 {
+					err = c.Publish(ctx, ns, stream, payloads[0], ack)
+				} else {
+					// The SDK may keep the slice until it is written: give it
+					// a fresh header over the same bytes.
+					err = c.PublishBatch(ctx, ns, stream, append([][]byte(nil), payloads...), ack)
+				}
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				ok.Add(int64(p.batch))
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load(), bad.Load()
+}

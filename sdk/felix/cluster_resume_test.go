@@ -1,0 +1,294 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// connectClusterFast connects to the seeds with short resume backoff.
+func connectClusterFast(t *testing.T, cfg Config, seeds ...string) *ClusterClient {
+	t.Helper()
+	cc, err := ConnectCluster(context.Background(), seeds, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.resumeBase, cc.resumeMax = time.Millisecond, 5*time.Millisecond
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// expectOffsets reads len(want) events and checks their offsets.
+func expectOffsets(t *testing.T, sub eventSource, want ...uint64) {
+	t.Helper()
+	for _, w := range want {
+		ev := next(t, sub)
+		if !ev.HasOffset || ev.Offset != w || string(ev.Payload) != fmt.Sprintf("m%d", w) {
+			t.Fatalf("got %+v (payload %q), want offset %d", ev, ev.Payload, w)
+		}
+	}
+}
+
+// sendRange sends offsets [from, to) as one batch.
+func sendRange(t *testing.T, fs *fakeSub, from, to uint64) {
+	t.Helper()
+	var payloads [][]byte
+	for o := from; o < to; o++ {
+		payloads = append(payloads, fmt.Appendf(nil, "m%d", o))
+	}
+	fs.send(t, from, payloads...)
+}
+
+func startOf(t *testing.T, fs *fakeSub) uint64 {
+	t.Helper()
+	m := fs.msg
+	if m.Start == nil || m.Start.Kind != wire.StartOffset {
+		t.Fatalf("resubscribe without an offset start: %+v", m)
+	}
+	return m.Start.Offset
+}
+
+func TestClusterSubscriptionResumesAfterLag(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	before := subscriptionResumes.Get()
+	sub, err := cc.SubscribeFrom(context.Background(), "ns", "s", SubscribeOptions{Start: AtOffset(5), Shard: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if off, ok := sub.StartOffset(); !ok || off != 5 {
+		t.Fatalf("start offset %d %v", off, ok)
+	}
+	fs := fb.nextSubscription()
+	sendRange(t, fs, 5, 9)
+	// The broker reports a drop at 10; offset 9 was lost on the way out
+	// unreported, so the resume must start after the last event seen.
+	fs.lag(t, 10)
+	expectOffsets(t, sub, 5, 6, 7, 8)
+
+	nextC := make(chan Event, 1)
+	go func() { nextC <- next(t, sub) }()
+	fs2 := fb.nextSubscription()
+	if got := startOf(t, fs2); got != 9 || *fs2.msg.Shard != 1 {
+		t.Fatalf("resumed at %d shard %d, want 9 shard 1", got, *fs2.msg.Shard)
+	}
+	sendRange(t, fs2, 7, 12) // 7 and 8 repeat what was delivered
+	if ev := <-nextC; ev.Offset != 9 {
+		t.Fatalf("first event after the resume: %+v", ev)
+	}
+	expectOffsets(t, sub, 10, 11)
+	if sub.Resumes() != 1 || subscriptionResumes.Get()-before != 1 {
+		t.Fatalf("resumes %d, metric +%d", sub.Resumes(), subscriptionResumes.Get()-before)
+	}
+	if sub.ID() != fs2.id {
+		t.Fatalf("id %d, want the new subscription's %d", sub.ID(), fs2.id)
+	}
+}
+
+func TestClusterSubscriptionResumesOnAnotherBroker(t *testing.T) {
+	f1 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	f2 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fs := f1.nextSubscription()
+	sendRange(t, fs, 20, 24)
+	expectOffsets(t, sub, 20, 21, 22, 23)
+	f1.Kill()
+
+	nextC := make(chan Event, 1)
+	go func() { nextC <- next(t, sub) }()
+	fs2 := f2.nextSubscription()
+	if got := startOf(t, fs2); got != 24 {
+		t.Fatalf("resumed at %d, want 24", got)
+	}
+	sendRange(t, fs2, 22, 27)
+	if ev := <-nextC; ev.Offset != 24 {
+		t.Fatalf("first event after the resume: %+v", ev)
+	}
+	expectOffsets(t, sub, 25, 26)
+	if sub.Resumes() != 1 || cc.Addr() != f2.Addr() {
+		t.Fatalf("resumes %d on %s", sub.Resumes(), cc.Addr())
+	}
+}
+
+func TestClusterSubscriptionResumesAtStartBeforeAnyEvent(t *testing.T) {
+	f1 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	f2 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
+	sub, err := cc.SubscribeFrom(context.Background(), "ns", "s", SubscribeOptions{Start: Earliest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	f1.nextSubscription()
+	f1.Kill()
+	nextC := make(chan Event, 1)
+	go func() { nextC <- next(t, sub) }()
+	fs2 := f2.nextSubscription()
+	if got := startOf(t, fs2); got != 0 {
+		t.Fatalf("resumed at %d, want the start offset 0", got)
+	}
+	sendRange(t, fs2, 0, 1)
+	if ev := <-nextC; ev.Offset != 0 {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestClusterSubscriptionWithoutOffsetsIsLost(t *testing.T) {
+	f1 := newFakeBroker(t, fakeOpts{flags: 0}) // JSON, no offsets: an in-memory stream
+	f2 := newFakeBroker(t, fakeOpts{flags: 0})
+	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fs := f1.nextSubscription()
+	if err := writeMsg(fs.es, &wire.EventBatch{Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, sub); ev.HasOffset {
+		t.Fatalf("got %+v", ev)
+	}
+	f1.Kill()
+	if err := nextErr(t, sub); !errors.Is(err, ErrSubscriptionLost) {
+		t.Fatalf("got %v", err)
+	}
+	if sub.Resumes() != 0 {
+		t.Fatal("resumed a stream without offsets")
+	}
+}
+
+func TestClusterSubscriptionReturnsCursorErrorOnResume(t *testing.T) {
+	// The log kept only offsets 50 and up by the time of the resume.
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(50, 100)})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fs := fb.nextSubscription()
+	sendRange(t, fs, 10, 12)
+	fs.lag(t, 12)
+	expectOffsets(t, sub, 10, 11)
+	err = nextErr(t, sub)
+	var ce *SubscribeCursorError
+	if !errors.As(err, &ce) || ce.Requested != 12 || ce.Available != 50 {
+		t.Fatalf("got %T %v", err, err)
+	}
+}
+
+func TestClusterSubscriptionGivesUpAfterBoundedAttempts(t *testing.T) {
+	refuse := func(*wire.Subscribe) wire.Message {
+		return wire.NewError(wire.CodeShardUnavailable, "moving").ErrorMessage(true)
+	}
+	var answered atomic.Bool
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: func(m *wire.Subscribe) wire.Message {
+		if answered.CompareAndSwap(false, true) { // the first subscribe works
+			return &wire.Subscribed{}
+		}
+		return refuse(m)
+	}})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fs := fb.nextSubscription()
+	sendRange(t, fs, 1, 2)
+	fs.lag(t, 2)
+	expectOffsets(t, sub, 1)
+	err = nextErr(t, sub)
+	be := asBroker(t, err)
+	if be.Code != wire.CodeShardUnavailable || sub.Resumes() != 0 {
+		t.Fatalf("got %v after %d resumes", err, sub.Resumes())
+	}
+}
+
+func TestClusterSubscriptionClose(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.nextSubscription()
+	errC := make(chan error, 1)
+	go func() {
+		_, err := sub.Next(context.Background())
+		errC <- err
+	}()
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errC; !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := sub.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestClusterClientReadFailsOver(t *testing.T) {
+	f1 := newFakeBroker(t, fakeOpts{flags: binaryFlags, features: durableFeatures})
+	f2 := newFakeBroker(t, fakeOpts{flags: binaryFlags, features: durableFeatures})
+	f2.setLog("ns", "s", testLog())
+	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
+	if !cc.SupportsRead() || !cc.SupportsOffsetForTime() {
+		t.Fatal("features not seen")
+	}
+	f1.Kill()
+	page, err := cc.Read(context.Background(), "ns", "s", 0, 10, nil, 2)
+	if err != nil || len(page.Records) != 2 || page.NextOffset != 12 {
+		t.Fatalf("read across the failover: %+v %v", page, err)
+	}
+	off, ok, err := cc.OffsetForTime(context.Background(), "ns", "s", 0, time.UnixMicro(16_000_000))
+	if err != nil || !ok || off != 16 {
+		t.Fatalf("offset for time: %d %v %v", off, ok, err)
+	}
+	res, err := cc.PublishAcked(context.Background(), "ns", "s", []byte("x"), AckPerMessage)
+	if err != nil || !res.HasOffset {
+		t.Fatalf("publish: %+v %v", res, err)
+	}
+}
+
+func TestClusterSubscriptionNextIsCancelSafeAcrossResume(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fs := fb.nextSubscription()
+	sendRange(t, fs, 0, 2)
+	fs.lag(t, 2)
+	expectOffsets(t, sub, 0, 1)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sub.Next(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Next: %v", err)
+	}
+	nextC := make(chan Event, 1)
+	go func() { nextC <- next(t, sub) }()
+	fs2 := fb.nextSubscription()
+	if got := startOf(t, fs2); got != 2 {
+		t.Fatalf("resumed at %d", got)
+	}
+	sendRange(t, fs2, 2, 3)
+	if ev := <-nextC; ev.Offset != 2 {
+		t.Fatalf("got %+v", ev)
+	}
+}
