@@ -99,9 +99,16 @@ func startServe(t *testing.T, env ...string) *node {
 
 func startServeIn(t *testing.T, dir string, env ...string) *node {
 	t.Helper()
+	return startServeOn(t, dir, "127.0.0.1:0", env...)
+}
+
+// startServeOn is startServeIn with the broker on brokerAddr, so that a
+// restarted node can come back where its clients expect it.
+func startServeOn(t *testing.T, dir, brokerAddr string, env ...string) *node {
+	t.Helper()
 	n := &node{t: t, dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	n.cmd = exec.Command(felixBin, "serve",
-		"--broker-addr", "127.0.0.1:0", "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+		"--broker-addr", brokerAddr, "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
 	n.cmd.Dir = dir
 	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
