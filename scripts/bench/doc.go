@@ -1,0 +1,28 @@
+// Command bench runs Felix side by side with NATS and etcd on this machine
+// and reports each system's figures and the per-round Felix/peer ratios.
+//
+// Run it through the wrapper from anywhere:
+//
+//	scripts/bench/run --smoke
+//	scripts/bench/run --workloads pubsub-4k,fanout --rounds 3
+//	scripts/bench/run --write-docs
+//
+// Felix is the binary built from the checkout (or FELIX_BIN), started as
+// `felix serve` in a temp directory and loaded by `felix bench ... -o json`
+// in its own process. Each peer server is this binary re-executed with a
+// hidden subcommand (serve-nats, serve-etcd), so every server is its own
+// process; the peers' load runs in the harness process. Everything binds
+// 127.0.0.1 on kernel-chosen ports, every run is bounded in time (and the
+// whole harness by --timeout), and every child leads its own process group,
+// which is stopped at the end, on failure and on SIGINT/SIGTERM; children
+// also die with the harness (Pdeathsig). The temp directory is removed.
+//
+// Each workload runs --warmup rounds that are not counted and then --rounds
+// measured rounds, Felix then the peer in each, with the peer's and Felix's
+// servers kept for the workload and stopped after it. Results go to --json
+// (results/latest.json by default) and, with --write-docs, to the section of
+// docs/benchmarks.md between the bench:begin and bench:end markers.
+//
+// The exit code is non-zero when any workload produced no figure for a
+// side it promises, so --smoke guards the harness against rot.
+package main
