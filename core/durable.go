@@ -52,6 +52,12 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 	return &Claimed{sh: sh, env: env, app: app}, nil
 }
 
+// Durable reports whether the log already holds the claim as its fsync
+// policy promises, so that Finish will not wait for the disk.
+func (c *Claimed) Durable() bool {
+	return c.sh.log.DurableOffset() >= c.env.EndOffset()
+}
+
 // Finish completes a claim: it waits until the log holds the batch under
 // its fsync policy, then for the batch's turn in offset order, and then
 // appends it to the replay ring and fans it out, so delivery order is log

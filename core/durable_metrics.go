@@ -16,8 +16,12 @@ var (
 	subscriptionsLagged  = metrics.GetOrCreateCounter("felix_subscriptions_lagged_total")
 	durableReplayRecords = metrics.GetOrCreateCounter("felix_durable_replay_records_total")
 
-	openLogs   = map[*flog.Log]struct{}{}
-	openLogsMu sync.Mutex
+	// openLogs are the logs whose Stats the gauges sum; closedTotals keeps
+	// the running totals of logs closed since, so that the *_total series
+	// never go down. Both guarded by openLogsMu.
+	openLogs     = map[*flog.Log]struct{}{}
+	closedTotals flog.Stats
+	openLogsMu   sync.Mutex
 )
 
 func init() {
@@ -25,7 +29,7 @@ func init() {
 		return func() float64 {
 			openLogsMu.Lock()
 			defer openLogsMu.Unlock()
-			total := 0.0
+			total := f(closedTotals)
 			for l := range openLogs {
 				total += f(l.Stats())
 			}
@@ -50,8 +54,14 @@ func registerLog(l *flog.Log) {
 	openLogsMu.Unlock()
 }
 
+// unregisterLog stops summing l, keeping its running totals (not its
+// size, which is gone with it).
 func unregisterLog(l *flog.Log) {
+	s := l.Stats()
 	openLogsMu.Lock()
 	delete(openLogs, l)
+	closedTotals.Appends += s.Appends
+	closedTotals.Fsyncs += s.Fsyncs
+	closedTotals.FsyncNanos += s.FsyncNanos
 	openLogsMu.Unlock()
 }

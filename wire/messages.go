@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // Message is one JSON control message. MessageType returns the value of its
@@ -386,4 +387,20 @@ func (p *StartPosition) UnmarshalJSON(b []byte) error {
 	}
 	*p = StartPosition{Kind: StartOffset, Offset: *o.Offset}
 	return nil
+}
+
+// AppendPublishOKFrame appends the frame of a publish_ok for requestID
+// (with offset when non-nil) to dst. It writes the same bytes as
+// AppendMessageFrame of a *PublishOK without going through encoding/json:
+// an acknowledgement is sent for every acked publish.
+func AppendPublishOKFrame(dst []byte, requestID uint64, offset *uint64) []byte {
+	var body [96]byte
+	b := append(body[:0], `{"type":"publish_ok","request_id":`...)
+	b = strconv.AppendUint(b, requestID, 10)
+	if offset != nil {
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendUint(b, *offset, 10)
+	}
+	b = append(b, '}')
+	return AppendFrame(dst, 0, b)
 }

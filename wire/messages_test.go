@@ -393,3 +393,18 @@ func TestValidateDurableRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAppendPublishOKFrameMatchesEncoder(t *testing.T) {
+	for _, tc := range []struct {
+		id  uint64
+		off *uint64
+	}{{0, nil}, {7, nil}, {1<<64 - 1, u64p(0)}, {42, u64p(1<<64 - 1)}, {3, u64p(12345)}} {
+		want, err := AppendMessageFrame(nil, &PublishOK{RequestID: tc.id, Offset: tc.off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendPublishOKFrame([]byte("x"), tc.id, tc.off); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("id %d off %v: got %q want %q", tc.id, tc.off, got, want)
+		}
+	}
+}

@@ -96,7 +96,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		return
 	}
 	if r.acked && !p.commitAck {
-		cs.sendMsg(&wire.PublishOK{RequestID: r.requestID})
+		cs.out.send(cs.ctx, wire.AppendPublishOKFrame(nil, r.requestID, nil))
 	}
 }
 
@@ -241,11 +241,18 @@ func (p *admitted) runDurable() {
 		p.settle(err, nil)
 		return
 	}
-	go func() {
+	finish := func() {
 		defer srv.publishes.done()
 		base := c.BaseOffset()
 		p.settle(c.Finish(srv.workCtx), &base)
-	}()
+	}
+	// Written under a policy that does not wait for an fsync, and with no
+	// subscriber able to block: nothing to wait for, so finish right here.
+	if c.Durable() && p.policy != core.Block {
+		finish()
+		return
+	}
+	go finish()
 }
 
 // settle counts a finished publish, answers it and releases what it held.
@@ -271,11 +278,10 @@ func (p *admitted) answer(err error, offset *uint64) {
 	if err != nil {
 		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
 	} else {
-		ok := &wire.PublishOK{RequestID: p.req.requestID}
-		if offset != nil && p.cs.clientFlags&wire.FlagBinaryPublishAckOffset != 0 {
-			ok.Offset = offset
+		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 {
+			offset = nil
 		}
-		b, _ = wire.AppendMessageFrame(nil, ok)
+		b = wire.AppendPublishOKFrame(nil, p.req.requestID, offset)
 	}
 	p.owedHeld = false
 	p.cs.out.sendOwed(b)
