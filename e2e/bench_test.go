@@ -55,4 +55,20 @@ func TestBenchScenariosRun(t *testing.T) {
 	if f := figures("cache", "--duration", "1s", "--inflight", "8"); f["ops_per_s"] <= 0 || f["errors"] != 0 {
 		t.Errorf("cache: %v", f)
 	}
+	f = figures("durable", "--mode", "acked", "--inflight", "8", "--duration", "1s")
+	if f["published"] <= 0 || f["publish_errors"] != 0 || f["delivered"] != f["published"] {
+		t.Errorf("durable acked: %v", f)
+	}
+	if f := figures("durable", "--mode", "one-at-a-time", "--duration", "1s"); f["acked_publish_p50"] <= 0 {
+		t.Errorf("durable one at a time: %v", f)
+	}
+	if f := figures("subs-idle", "--count", "40", "--connections", "4", "--settle", "100ms"); f["opened"] != 40 {
+		t.Errorf("subs-idle: %v", f)
+	}
+	if f := figures("meta", "--duration", "1s", "--concurrency", "4"); f["created"] <= 0 || f["errors"] != 0 {
+		t.Errorf("meta: %v", f)
+	}
+	if f := figures("fanout", "--max", "--subscribers", "4", "--duration", "300ms", "--max-steps", "3"); f["max_rate"] <= 0 {
+		t.Errorf("fanout --max: %v", f)
+	}
 }
