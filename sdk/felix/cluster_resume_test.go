@@ -57,11 +57,7 @@ func TestClusterSubscriptionResumesAfterLag(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	cc := connectClusterFast(t, fb.config(), fb.Addr())
 	before := subscriptionResumes.Get()
-	sub, err := cc.SubscribeFrom(context.Background(), "ns", "s", SubscribeOptions{Start: AtOffset(5), Shard: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, &SubscribeOptions{Start: AtOffset(5), Shard: 1})
 	if off, ok := sub.StartOffset(); !ok || off != 5 {
 		t.Fatalf("start offset %d %v", off, ok)
 	}
@@ -95,11 +91,7 @@ func TestClusterSubscriptionResumesOnAnotherBroker(t *testing.T) {
 	f1 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	f2 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
-	sub, err := cc.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, nil)
 	fs := f1.nextSubscription()
 	sendRange(t, fs, 20, 24)
 	expectOffsets(t, sub, 20, 21, 22, 23)
@@ -125,11 +117,7 @@ func TestClusterSubscriptionResumesAtStartBeforeAnyEvent(t *testing.T) {
 	f1 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	f2 := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
-	sub, err := cc.SubscribeFrom(context.Background(), "ns", "s", SubscribeOptions{Start: Earliest()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, &SubscribeOptions{Start: Earliest()})
 	f1.nextSubscription()
 	f1.Kill()
 	nextC := make(chan Event, 1)
@@ -148,11 +136,7 @@ func TestClusterSubscriptionWithoutOffsetsIsLost(t *testing.T) {
 	f1 := newFakeBroker(t, fakeOpts{flags: 0}) // JSON, no offsets: an in-memory stream
 	f2 := newFakeBroker(t, fakeOpts{flags: 0})
 	cc := connectClusterFast(t, f1.config(), f1.Addr(), f2.Addr())
-	sub, err := cc.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, nil)
 	fs := f1.nextSubscription()
 	if err := writeMsg(fs.es, &wire.EventBatch{Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("x")}}); err != nil {
 		t.Fatal(err)
@@ -173,16 +157,12 @@ func TestClusterSubscriptionReturnsCursorErrorOnResume(t *testing.T) {
 	// The log kept only offsets 50 and up by the time of the resume.
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(50, 100)})
 	cc := connectClusterFast(t, fb.config(), fb.Addr())
-	sub, err := cc.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, nil)
 	fs := fb.nextSubscription()
 	sendRange(t, fs, 10, 12)
 	fs.lag(t, 12)
 	expectOffsets(t, sub, 10, 11)
-	err = nextErr(t, sub)
+	err := nextErr(t, sub)
 	var ce *SubscribeCursorError
 	if !errors.As(err, &ce) || ce.Requested != 12 || ce.Available != 50 {
 		t.Fatalf("got %T %v", err, err)
@@ -201,16 +181,12 @@ func TestClusterSubscriptionGivesUpAfterBoundedAttempts(t *testing.T) {
 		return refuse(m)
 	}})
 	cc := connectClusterFast(t, fb.config(), fb.Addr())
-	sub, err := cc.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, nil)
 	fs := fb.nextSubscription()
 	sendRange(t, fs, 1, 2)
 	fs.lag(t, 2)
 	expectOffsets(t, sub, 1)
-	err = nextErr(t, sub)
+	err := nextErr(t, sub)
 	be := asBroker(t, err)
 	if be.Code != wire.CodeShardUnavailable || sub.Resumes() != 0 {
 		t.Fatalf("got %v after %d resumes", err, sub.Resumes())
@@ -267,11 +243,7 @@ func TestClusterClientReadFailsOver(t *testing.T) {
 func TestClusterSubscriptionNextIsCancelSafeAcrossResume(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: durableAnswer(0, 100)})
 	cc := connectClusterFast(t, fb.config(), fb.Addr())
-	sub, err := cc.Subscribe(context.Background(), "ns", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := clusterSubscribe(t, cc, nil)
 	fs := fb.nextSubscription()
 	sendRange(t, fs, 0, 2)
 	fs.lag(t, 2)
@@ -291,4 +263,22 @@ func TestClusterSubscriptionNextIsCancelSafeAcrossResume(t *testing.T) {
 	if ev := <-nextC; ev.Offset != 2 {
 		t.Fatalf("got %+v", ev)
 	}
+}
+
+// clusterSubscribe subscribes cc to ns/s (from o when given), closing the
+// subscription at the end of the test.
+func clusterSubscribe(t *testing.T, cc *ClusterClient, o *SubscribeOptions) *ClusterSubscription {
+	t.Helper()
+	var sub *ClusterSubscription
+	var err error
+	if o == nil {
+		sub, err = cc.Subscribe(context.Background(), "ns", "s")
+	} else {
+		sub, err = cc.SubscribeFrom(context.Background(), "ns", "s", *o)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	return sub
 }
