@@ -176,7 +176,7 @@ func (sh *Shard) subscribeDurable(ctx context.Context, opts SubscribeOptions) (*
 			backlog = sh.ring.from(ringStart)
 		}
 	}
-	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes)
+	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes, opts.Notify)
 	s.startOffset, s.liveOffset = n, live
 	s.replayFrom, s.replayTo = n, replayTo
 	s.endOnLag = opts.EndOnLag

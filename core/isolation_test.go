@@ -294,3 +294,24 @@ func TestOrderUnderConcurrentPublishers(t *testing.T) {
 		}
 	}
 }
+
+// Notify is called for every queued batch and for the end, so a consumer
+// can run only while there is work.
+func TestSubscriberNotify(t *testing.T) {
+	_, st := newTestStream(t, Config{}, 1, "")
+	sh := shard0(t, st)
+	var calls atomic.Int64
+	s := subscribe(t, sh, SubscribeOptions{Notify: func() { calls.Add(1) }})
+	publish(t, sh, payloads(1, "a"))
+	publish(t, sh, payloads(2, "b"))
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("notified %d times for two batches", got)
+	}
+	if len(drain(s)) != 2 {
+		t.Fatal("queue does not hold both batches")
+	}
+	s.Close()
+	if calls.Load() != 3 {
+		t.Fatalf("notified %d times after close, want 3", calls.Load())
+	}
+}

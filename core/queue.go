@@ -46,14 +46,17 @@ type queue struct {
 	spaceC chan struct{}
 	// err is the reason the queue ended; nil while it is live.
 	err error
+	// notify, when set, is called after every signal; set at construction.
+	notify func()
 }
 
-func newQueue(capItems int, capBytes int64) *queue {
+func newQueue(capItems int, capBytes int64, notify func()) *queue {
 	return &queue{
 		readyC:   make(chan struct{}, 1),
 		doneC:    make(chan struct{}),
 		capItems: capItems,
 		capBytes: capBytes,
+		notify:   notify,
 	}
 }
 
@@ -191,11 +194,15 @@ func (q *queue) wakeWaitersLocked() {
 	}
 }
 
-// signal leaves a token for the consumer without ever blocking.
+// signal leaves a token for the consumer without ever blocking, and calls
+// notify.
 func (q *queue) signal() {
 	select {
 	case q.readyC <- struct{}{}:
 	default:
+	}
+	if q.notify != nil {
+		q.notify()
 	}
 }
 

@@ -11,7 +11,7 @@ func TestQueueMatchesNaiveModel(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		capItems, capBytes := 1+r.IntN(10), int64(1+r.IntN(200))
-		q := newQueue(capItems, capBytes)
+		q := newQueue(capItems, capBytes, nil)
 		var backlog []*Envelope
 		for range r.IntN(5) {
 			backlog = append(backlog, &Envelope{Payloads: [][]byte{make([]byte, r.IntN(100))}})

@@ -18,6 +18,12 @@ type SubscribeOptions struct {
 	// EndOnLag ends a subscriber of a durable stream at its first dropped
 	// batch with *LaggedError, instead of dropping on silently.
 	EndOnLag bool
+	// Notify, when set, is called whenever an envelope is queued for the
+	// subscriber or it ends, from the goroutine that did so (a publisher,
+	// possibly holding core locks): it must return quickly and must not
+	// call back into the subscriber. It lets a consumer run only while
+	// there is work instead of parking a goroutine in Next.
+	Notify func()
 }
 
 // Subscribe registers a subscriber; see SubscribeContext.
@@ -49,7 +55,7 @@ func (sh *Shard) SubscribeContext(ctx context.Context, opts SubscribeOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes)
+	s := newSubscriber(sh, sh.capacityFor(opts.Capacity), sh.stream.cfg.SubQueueMaxBytes, opts.Notify)
 	s.liveOffset = sh.next
 	s.startOffset = sh.next
 	if len(backlog) > 0 {

@@ -29,11 +29,11 @@ type Subscriber struct {
 	endOnLag bool
 }
 
-func newSubscriber(sh *Shard, capacity int, maxBytes int64) *Subscriber {
+func newSubscriber(sh *Shard, capacity int, maxBytes int64, notify func()) *Subscriber {
 	return &Subscriber{
 		id:       lastSubscriberID.Add(1),
 		shard:    sh,
-		q:        newQueue(capacity, maxBytes),
+		q:        newQueue(capacity, maxBytes, notify),
 		capacity: capacity,
 	}
 }
