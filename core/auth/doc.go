@@ -56,4 +56,30 @@
 // everything.
 //
 // Matcher.Allows does not allocate and is safe for concurrent use.
+//
+// Narrow computes what a token may get when its caller asks for some
+// actions on some resources and RBAC granted some permissions: never more
+// than either, with wildcards intersected rather than widened.
+//
+// # Revocations
+//
+// Revocations holds, per principal (tenant and subject), the instant
+// before which its tokens no longer count: a token whose iat is earlier
+// (or that has no iat) is refused with code revoked (retry class fatal);
+// a token issued at or after it works. Identity.IssuedAt carries the iat
+// for that comparison. A Verifier given VerifierOptions.Revocations
+// refuses such tokens itself; the broker also ends the streams opened with
+// them.
+//
+// # Upstream OIDC tokens
+//
+// OIDCVerifier checks tokens from an external identity provider (an
+// OIDCIssuer) before the control plane exchanges them for Felix tokens:
+// RSA and ECDSA signatures (RS*, PS*, ES*), keys from a JWKS URL (fetched
+// with a bounded client and body, cached, refetched on an unknown kid at
+// most once per MinRefetch) or a JWKS file (re-read when its size or
+// modification time changes, checked at most every second), exact iss,
+// aud containing the audience, a subject, and exp/nbf within Leeway. It
+// returns the subject and the raw claims; refusals are unauthorized
+// *wire.Error values with distinct messages.
 package auth

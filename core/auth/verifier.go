@@ -35,13 +35,19 @@ type VerifierOptions struct {
 	Leeway time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Revocations, when set, makes Verify refuse tokens of revoked
+	// principals with code revoked.
+	Revocations *Revocations
 }
 
-// Identity is what a verified token proves: who, for which tenant, until
-// when, and what it may do.
+// Identity is what a verified token proves: who, for which tenant, since
+// and until when, and what it may do.
 type Identity struct {
 	Subject  string
 	TenantID string
+	// IssuedAt is the token's iat; zero when the token has none, which a
+	// revocation then covers.
+	IssuedAt time.Time
 	Expiry   time.Time
 	Perms    *Matcher
 }
@@ -141,7 +147,14 @@ func (v *Verifier) Verify(ctx context.Context, token, tenantID string) (*Identit
 	if err != nil {
 		return nil, unauthorized("malformed token").WithDetail("reason", err.Error())
 	}
-	return &Identity{Subject: c.Subject, TenantID: c.TenantID, Expiry: c.Expiry.Time(), Perms: m}, nil
+	id := &Identity{Subject: c.Subject, TenantID: c.TenantID, Expiry: c.Expiry.Time(), Perms: m}
+	if c.IssuedAt != nil {
+		id.IssuedAt = c.IssuedAt.Time()
+	}
+	if err := v.opts.Revocations.Check(id); err != nil {
+		return nil, err
+	}
+	return id, nil
 }
 
 // checkClaims applies the issuer, audience, time and tenant rules.

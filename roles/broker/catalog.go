@@ -20,6 +20,8 @@ type nsKey struct{ tenant, ns string }
 type catalogState struct {
 	core     *core.Broker
 	verifier *auth.Verifier
+	revs     *auth.Revocations
+	streams  *streamRegistry
 	log      *slog.Logger
 
 	mu         sync.RWMutex
@@ -28,11 +30,14 @@ type catalogState struct {
 	caches     map[core.CacheKey]struct{}
 }
 
-var _ catalogsync.Applier = (*catalogState)(nil)
+var (
+	_ catalogsync.Applier           = (*catalogState)(nil)
+	_ catalogsync.RevocationApplier = (*catalogState)(nil)
+)
 
-func newCatalogState(b *core.Broker, v *auth.Verifier, log *slog.Logger) *catalogState {
+func newCatalogState(b *core.Broker, v *auth.Verifier, streams *streamRegistry, log *slog.Logger) *catalogState {
 	return &catalogState{
-		core: b, verifier: v, log: log,
+		core: b, verifier: v, revs: streams.revs, streams: streams, log: log,
 		tenants:    map[string]struct{}{},
 		namespaces: map[nsKey]struct{}{},
 		caches:     map[core.CacheKey]struct{}{},
@@ -155,8 +160,9 @@ func (c *catalogState) cacheKeys() []core.CacheKey {
 	return out
 }
 
-// syncLoop keeps the catalog and the signing keys current until ctx
-// ends. The syncer hands every JWKS it fetches to the verifier.
+// syncLoop keeps the catalog, the signing keys and the revocations
+// current until ctx ends. The syncer hands every JWKS it fetches to the
+// verifier.
 func (s *Server) syncLoop(ctx context.Context) {
 	defer s.bgWG.Done()
 	syncer := catalogsync.NewSyncer(s.catalog, s.state, s.cfg.CatalogSyncInterval, s.log)

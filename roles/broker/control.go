@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -43,6 +45,14 @@ type controlStream struct {
 	r   io.Reader
 	ctx context.Context // ends with the connection or a failed write
 	out *streamWriter   // nil on an ingress stream
+	rd  readDeadliner   // the receive half, interrupted by kick
+
+	// kicked is why the broker ended the stream from outside its loop (a
+	// revocation, an expired token); nil while it runs.
+	kicked atomic.Pointer[wire.Error]
+	// forget removes the stream from the server's registry; nil until
+	// auth succeeded.
+	forget func()
 
 	// Set by the auth frame. id is nil until auth succeeded.
 	id          *auth.Identity
@@ -64,8 +74,9 @@ func (c *connection) serveControl(st *quic.Stream) {
 	defer c.track(st)()
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	cs := &controlStream{c: c, srv: c.srv, r: st, ctx: ctx}
+	cs := &controlStream{c: c, srv: c.srv, r: st, rd: st, ctx: ctx}
 	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, cancel)
+	defer cs.release()
 	end := cs.loop()
 	cs.out.waitOwed(ctx)
 	cs.out.stop()
@@ -78,7 +89,8 @@ func (c *connection) serveControl(st *quic.Stream) {
 func (c *connection) serveIngress(rs *quic.ReceiveStream) {
 	defer c.requests.done()
 	defer c.track(rs)()
-	cs := &controlStream{c: c, srv: c.srv, r: rs, ctx: c.ctx}
+	cs := &controlStream{c: c, srv: c.srv, r: rs, rd: rs, ctx: c.ctx}
+	defer cs.release()
 	if cs.loop() == endRefused {
 		rs.CancelRead(StreamCodeRefused)
 	}
@@ -99,8 +111,13 @@ func (cs *controlStream) loop() loopEnd {
 	}
 }
 
-// readFailed answers a framing error; other read errors end quietly.
+// readFailed answers a framing error, or the reason the stream was
+// kicked; other read errors end quietly.
 func (cs *controlStream) readFailed(err error) loopEnd {
+	if e := cs.kicked.Load(); e != nil {
+		cs.sendError(e, nil)
+		return endRefused
+	}
 	switch {
 	case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrBadVersion):
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "%v", err), nil)
@@ -112,6 +129,10 @@ func (cs *controlStream) readFailed(err error) loopEnd {
 
 // handleFrame serves one frame; false means the stream is refused.
 func (cs *controlStream) handleFrame(f wire.Frame) bool {
+	if e := cs.kicked.Load(); e != nil {
+		cs.sendError(e, nil)
+		return false
+	}
 	if cs.id == nil {
 		return cs.handleAuth(f)
 	}
@@ -208,9 +229,31 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 		cs.sendError(e, nil)
 		return false
 	}
+	if e := cs.srv.revs.Check(id); e != nil {
+		authFailures.Inc()
+		cs.sendError(e, nil)
+		return false
+	}
 	cs.id = id
+	cs.forget = cs.srv.streams.add(id, cs.kick)
 	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
 	cs.features &= cs.srv.serverFeatures()
 	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures()})
 	return true
+}
+
+// kick ends the stream from outside its loop: the loop's read is
+// interrupted, and the loop answers err and refuses the stream (cancelling
+// the peer's sends). It never blocks.
+func (cs *controlStream) kick(err *wire.Error) {
+	if cs.kicked.CompareAndSwap(nil, err) {
+		cs.rd.SetReadDeadline(time.Now())
+	}
+}
+
+// release removes the stream from the server's registry.
+func (cs *controlStream) release() {
+	if cs.forget != nil {
+		cs.forget()
+	}
 }

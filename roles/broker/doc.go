@@ -30,6 +30,21 @@
 // unknown request type is answered with unsupported when the client
 // offered FEATURE_UNSUPPORTED and ends the stream otherwise.
 //
+// # Revocation and expiry
+//
+// Every authenticated stream (control, ingress, and each subscription's
+// event stream) is registered under its token's principal (tenant,
+// subject) until it ends. The catalog sync follows the revocations feed;
+// a revocation is recorded first and then ends every registered stream it
+// covers (token issued before revoked_before): a control or ingress stream
+// is answered with an error of code revoked and refused (the peer's sends
+// are cancelled), a subscription gets a final error frame of code revoked
+// on its event stream. Other principals' streams on the same connection
+// go on. A new auth with a covered token is refused with revoked. Counted
+// in felix_broker_revoked_streams_total. An expired token is different: it
+// stops new requests (unauthorized "token expired") but open
+// subscriptions keep delivering.
+//
 // # Publish admission
 //
 // A publish is authorized, resolved to a stream shard, charged against the

@@ -39,6 +39,47 @@ type fakeSource struct {
 	streams    []wire.StreamSpec
 	caches     []wire.CacheSpec
 	jwks       []byte
+
+	// The revocations feed: a change log (seq from 1), or, with
+	// revUnknown, a control plane that does not know the kind.
+	revLog     []wire.CatalogItem
+	revUnknown bool
+	passes     int // snapshots and changes of the tenants kind served
+}
+
+// revoke appends a revocation to the feed.
+func (f *fakeSource) revoke(r wire.Revocation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revLog = append(f.revLog, wire.CatalogItem{Seq: uint64(len(f.revLog) + 1), Op: wire.OpPut, Revocation: &r})
+}
+
+// tenantPasses counts the sync passes that reached the tenants kind.
+func (f *fakeSource) tenantPasses() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.passes
+}
+
+// revPage serves the revocations feed: the latest item per principal for
+// a snapshot (since < 0), the items after since otherwise.
+func (f *fakeSource) revPage(since int64) (*wire.CatalogPage, error) {
+	if f.revUnknown {
+		return nil, wire.NewError(wire.CodeNotFound, "unknown catalog kind")
+	}
+	p := &wire.CatalogPage{Kind: wire.KindRevocations, Seq: uint64(len(f.revLog))}
+	if since >= 0 {
+		p.Items = append(p.Items, f.revLog[min(int(since), len(f.revLog)):]...)
+		return p, nil
+	}
+	latest := map[string]wire.CatalogItem{}
+	for _, it := range f.revLog {
+		latest[it.Revocation.TenantID+"/"+it.Revocation.Subject] = it
+	}
+	for _, it := range latest {
+		p.Items = append(p.Items, it)
+	}
+	return p, nil
 }
 
 func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
@@ -46,7 +87,10 @@ func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.C
 	defer f.mu.Unlock()
 	p := &wire.CatalogPage{Kind: kind, Seq: 1}
 	switch kind {
+	case wire.KindRevocations:
+		return f.revPage(-1)
 	case wire.KindTenants:
+		f.passes++
 		for i := range f.tenants {
 			p.Items = append(p.Items, wire.CatalogItem{Seq: 1, Op: wire.OpPut, Tenant: &f.tenants[i]})
 		}
@@ -67,6 +111,14 @@ func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.C
 }
 
 func (f *fakeSource) Changes(_ context.Context, kind wire.CatalogKind, since uint64) (*wire.CatalogPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch kind {
+	case wire.KindRevocations:
+		return f.revPage(int64(since))
+	case wire.KindTenants:
+		f.passes++
+	}
 	return &wire.CatalogPage{Kind: kind, Seq: since}, nil
 }
 
@@ -96,6 +148,13 @@ func testConfig() Config {
 // the given streams (policy drop_new unless set) and cache "sessions".
 func startEnv(t testing.TB, cfg Config, streams ...wire.StreamSpec) *env {
 	t.Helper()
+	return startEnvWith(t, cfg, nil, streams...)
+}
+
+// startEnvWith is startEnv with a hook that adjusts the catalog before
+// the broker starts.
+func startEnvWith(t testing.TB, cfg Config, prep func(*fakeSource), streams ...wire.StreamSpec) *env {
+	t.Helper()
 	key, err := auth.GenerateSigningKey()
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +178,9 @@ func startEnv(t testing.TB, cfg Config, streams ...wire.StreamSpec) *env {
 			s.Shards = 1
 		}
 		src.streams = append(src.streams, s)
+	}
+	if prep != nil {
+		prep(src)
 	}
 	tlsCfg, roots := testTLS(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -189,8 +251,13 @@ func (e *env) token(perms ...string) string {
 
 func (e *env) tokenFor(tenant string, exp time.Time, perms ...string) string {
 	e.t.Helper()
-	tok, err := e.signer.Sign(auth.Claims{Subject: "tester", TenantID: tenant, Perms: perms, Expiry: exp,
-		IssuedAt: exp.Add(-2 * time.Hour)})
+	return e.tokenAs("tester", tenant, exp.Add(-2*time.Hour), exp, perms...)
+}
+
+// tokenAs mints a token for subject of tenant, issued at iat.
+func (e *env) tokenAs(subject, tenant string, iat, exp time.Time, perms ...string) string {
+	e.t.Helper()
+	tok, err := e.signer.Sign(auth.Claims{Subject: subject, TenantID: tenant, Perms: perms, Expiry: exp, IssuedAt: iat})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ var (
 	authFailures      = metrics.GetOrCreateCounter("felix_broker_auth_failures_total")
 	connsRefused      = metrics.GetOrCreateCounter("felix_broker_connections_refused_total")
 	ingressDropped    = metrics.GetOrCreateCounter("felix_broker_ingress_dropped_total")
+	revokedStreams    = metrics.GetOrCreateCounter("felix_broker_revoked_streams_total")
 )
 
 // liveServers feeds felix_broker_ingress_queue_depth.

@@ -63,6 +63,8 @@ type Server struct {
 	tls      *tls.Config
 	catalog  catalogsync.Source
 	verifier *auth.Verifier
+	revs     *auth.Revocations // revoked principals, from the catalog
+	streams  *streamRegistry   // open streams by principal
 	core     *core.Broker
 	sched    *sched.Scheduler
 	state    *catalogState
@@ -109,9 +111,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	revs := auth.NewRevocations()
 	v := deps.Verifier
 	if v == nil {
-		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS})
+		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS, Revocations: revs})
 	}
 	coreCfg := cfg.Core
 	if st := cfg.Durable.storage(); st != nil {
@@ -125,6 +128,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tls:        serverTLS(deps.TLS),
 		catalog:    deps.Catalog,
 		verifier:   v,
+		revs:       revs,
+		streams:    newStreamRegistry(revs),
 		core:       b,
 		lanes:      newLaneTable(cfg.PublishLaneDepth),
 		pubBytes:   semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
@@ -133,7 +138,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		acceptDone: make(chan struct{}),
 		synced:     make(chan struct{}),
 	}
-	s.state = newCatalogState(b, v, s.log)
+	s.state = newCatalogState(b, v, s.streams, s.log)
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -66,7 +67,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	}
 	cs.sendMsg(ok)
 	w := &eventWriter{c: cs.c, es: es, sub: sub, id: id, key: st.Key(), flags: cs.eventFlags(durable),
-		withCodes: cs.withCodes(), lagged: opts.EndOnLag}
+		withCodes: cs.withCodes(), lagged: opts.EndOnLag, who: cs.id}
 	subscriptionsGauge.Inc()
 	cs.c.writers.add(1)
 	go w.run()
@@ -136,7 +137,30 @@ type eventWriter struct {
 	flags     uint16
 	withCodes bool
 	lagged    bool // the client reads subscription_lagged
+	who       *auth.Identity
 	buf       []byte
+	broken    bool // a write failed, perhaps midway through a frame
+
+	cancel context.CancelFunc         // ends run's wait for events
+	kicked atomic.Pointer[wire.Error] // why the broker ended the subscription; nil while it runs
+}
+
+// kick ends the subscription from outside: the writer stops waiting for
+// events and writes err as the event stream's last frame. A write stalled
+// by the client's flow control gives up after endWriteTimeout.
+func (w *eventWriter) kick(err *wire.Error) {
+	if w.kicked.CompareAndSwap(nil, err) {
+		w.cancel()
+		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+	}
+}
+
+// reason is why the writer stops: the kick when there was one, else err.
+func (w *eventWriter) reason(err error) error {
+	if k := w.kicked.Load(); k != nil {
+		return k
+	}
+	return err
 }
 
 func (w *eventWriter) run() {
@@ -146,19 +170,24 @@ func (w *eventWriter) run() {
 	defer w.sub.Close()
 	ctx, cancel := context.WithCancel(w.es.Context())
 	defer cancel()
+	w.cancel = cancel
+	defer w.c.srv.streams.add(w.who, w.kick)()
 	stop := context.AfterFunc(w.c.flushCtx, cancel)
 	defer stop()
 	if err := w.replay(); err != nil {
-		w.end(err)
+		w.end(w.reason(err))
 		return
 	}
 	for {
 		env, err := w.sub.Next(ctx)
 		if err != nil {
-			w.end(err)
+			w.end(w.reason(err))
 			return
 		}
 		if err := w.writeBatch(env); err != nil {
+			if w.kicked.Load() != nil {
+				w.es.CancelWrite(StreamCodeRefused)
+			}
 			return
 		}
 	}
@@ -222,8 +251,12 @@ func (w *eventWriter) flush() {
 // end closes the event stream: flushed when the connection is draining,
 // with an error frame when the stream was deleted, reset otherwise.
 func (w *eventWriter) end(err error) {
-	if w.c.flushCtx.Err() != nil && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
+	if w.kicked.Load() == nil && w.c.flushCtx.Err() != nil && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
 		w.flush()
+		return
+	}
+	if w.broken {
+		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
 	var last wire.Message
@@ -284,6 +317,7 @@ func (w *eventWriter) replay() error {
 			w.buf = append(w.buf, e.Frame(w.flags)...)
 		}
 		if _, err := w.es.Write(w.buf); err != nil {
+			w.broken = true
 			return err
 		}
 		deliveredMessages.Add(len(recs))

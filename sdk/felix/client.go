@@ -28,6 +28,12 @@ type Client struct {
 	cfg  Config
 	conn *quic.Conn
 
+	// tokens authenticates every stream this client opens. parent is the
+	// gateway Client a Handle's client shares the connection of; nil for
+	// a Client from Connect, which owns the connection.
+	tokens TokenProvider
+	parent *Client
+
 	// Set once by the first auth in Connect, read-only afterwards.
 	serverFlags    uint16
 	serverFeatures uint64
@@ -41,8 +47,10 @@ type Client struct {
 
 	closeOnce   sync.Once
 	closeMu     sync.Mutex
-	closeReason error // what subscriptions report after shutdown; guarded by closeMu
-	stopping    bool  // no new goroutines once set; guarded by closeMu
+	closeReason error                      // what subscriptions report after shutdown; guarded by closeMu
+	stopping    bool                       // no new goroutines once set; guarded by closeMu
+	children    map[*Client]struct{}       // open handles' clients; guarded by closeMu
+	subs        map[*Subscription]struct{} // a handle's open subscriptions; guarded by closeMu
 
 	pub    *publishPool
 	cache  *cachePool
@@ -94,7 +102,8 @@ func quicConfig(cfg Config) *quic.Config {
 
 func newClient(cfg Config, conn *quic.Conn) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{cfg: cfg, conn: conn, ctx: ctx, cancel: cancel, closedC: make(chan struct{})}
+	c := &Client{cfg: cfg, conn: conn, tokens: StaticToken(cfg.Token), ctx: ctx, cancel: cancel,
+		closedC: make(chan struct{}), children: map[*Client]struct{}{}, subs: map[*Subscription]struct{}{}}
 	c.router = newRouter(c)
 	return c
 }
@@ -130,24 +139,41 @@ func (c *Client) ServerFlags() uint16 { return c.serverFlags }
 func (c *Client) ServerFeatures() uint64 { return c.serverFeatures }
 
 // Close closes the connection (application error 0), ends every
-// subscription with ErrClosed and waits for the client's goroutines.
-// Fire-and-forget publishes not yet written are lost; call Finish first to
-// flush them.
+// subscription with ErrClosed, closes every Handle made from the client and
+// waits for the client's goroutines. Fire-and-forget publishes not yet
+// written are lost; call Finish first to flush them.
+//
+// On a Handle, Close ends only the handle's own streams and
+// subscriptions; the connection and the gateway Client stay open.
 func (c *Client) Close() error {
 	c.shutdown(ErrClosed)
 	return nil
 }
 
 // shutdown closes the client; reason is what its subscriptions report.
+// A root client closes the connection, which ends every stream on it; a
+// handle's client aborts its own streams and leaves the connection open.
 func (c *Client) shutdown(reason error) {
 	c.closeOnce.Do(func() {
 		c.closeMu.Lock()
 		c.closeReason = reason
 		c.stopping = true
+		kids, subs := c.children, c.subs
+		c.children, c.subs = nil, nil
 		c.closeMu.Unlock()
 		close(c.closedC)
 		c.cancel()
-		_ = c.conn.CloseWithError(0, "client closed")
+		if c.parent == nil {
+			_ = c.conn.CloseWithError(0, "client closed")
+		} else {
+			c.parent.forgetChild(c)
+		}
+		for sub := range subs {
+			sub.abort()
+		}
+		for kid := range kids {
+			kid.shutdown(reason)
+		}
 	})
 	c.wg.Wait()
 }
@@ -233,7 +259,7 @@ func (c *Client) openStream(ctx context.Context) (*ctrlStream, error) {
 	cs := &ctrlStream{s: s, fr: wire.NewFrameReader(s, c.cfg.MaxFrameBytes)}
 	stop := context.AfterFunc(ctx, cs.abort)
 	defer stop()
-	ok, err := c.authenticate(cs)
+	ok, err := c.authenticate(ctx, cs)
 	if err != nil {
 		cs.abort()
 		if ctx.Err() != nil && c.conn.Context().Err() == nil {
@@ -245,8 +271,12 @@ func (c *Client) openStream(ctx context.Context) (*ctrlStream, error) {
 	return cs, nil
 }
 
-func (c *Client) authenticate(cs *ctrlStream) (*wire.AuthOK, error) {
-	auth := &wire.Auth{TenantID: c.cfg.Tenant, Token: c.cfg.Token, ClientFlags: clientFlags, Features: clientFeatures}
+func (c *Client) authenticate(ctx context.Context, cs *ctrlStream) (*wire.AuthOK, error) {
+	token, err := c.tokens.Token(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("felix: token provider: %w", err)
+	}
+	auth := &wire.Auth{TenantID: c.cfg.Tenant, Token: token, ClientFlags: clientFlags, Features: clientFeatures}
 	frame, err := wire.AppendMessageFrame(nil, auth)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,10 @@ type ClusterClient struct {
 
 	features atomic.Uint64 // server_features of the last connection made
 
+	// id is set on a ClusterClient made by WithIdentity: it borrows the
+	// gateway's connections instead of dialing its own.
+	id *identity
+
 	mu     sync.Mutex
 	cur    *Client // nil before the first connect and after a failure
 	curIdx int     // index in seeds of cur, or of the last seed tried
@@ -63,6 +67,9 @@ func (cc *ClusterClient) Addr() string {
 
 // client returns a live connection, replacing a dead one.
 func (cc *ClusterClient) client(ctx context.Context) (*Client, error) {
+	if cc.id != nil {
+		return cc.handleClient(ctx)
+	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.closed {
@@ -111,6 +118,10 @@ func (cc *ClusterClient) invalidate(c *Client) {
 	if cc.cur == c {
 		cc.cur = nil
 		c.shutdown(ErrSubscriptionLost)
+		if cc.id != nil {
+			cc.id.gateway.invalidate(c.parent) // the connection they share is gone
+			return
+		}
 		reconnects.Inc()
 	}
 }

@@ -88,6 +88,22 @@
 // CacheGet and CacheDelete return found=false for an absent key and a
 // non-nil empty slice for a stored empty value.
 //
+// # Acting for many users
+//
+// Client.WithIdentity (a TokenProvider, asked once for every stream the
+// handle opens) and Client.WithIdentityToken (a fixed token) return a
+// *Handle that acts for one user over the Client's connection. Each
+// stream it opens authenticates with the user's tenant and token, so the
+// broker checks the user's grants, not the gateway's. A handle opens no
+// connection: one publish stream and one cache stream when first needed,
+// and one stream per subscription. Handle.Close ends only the handle's
+// streams; Client.Close ends its handles too. When the broker revokes the
+// user (or the user's token expires), the handle's subscriptions end and
+// its calls fail with a *BrokerError of code revoked (or unauthorized);
+// the gateway and other handles are untouched. ClusterClient.WithIdentity
+// returns a ClusterClient that does the same over the gateway's current
+// connection and follows it when the gateway moves to another broker.
+//
 // # Errors
 //
 // Refusals from the broker are *BrokerError (use errors.As and branch on

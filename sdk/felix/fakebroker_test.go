@@ -42,6 +42,8 @@ type fakeOpts struct {
 	subscribed func(m *wire.Subscribe) wire.Message
 	// readCap caps a stream_read page that asks for no limit (default 3).
 	readCap int
+	// tokens are accepted besides goodToken (per-user handles).
+	tokens map[string]bool
 }
 
 // pubRecord is one publish the fake received.
@@ -73,6 +75,10 @@ type fakeBroker struct {
 	subC      chan *fakeSub
 	logs      map[string][]wire.StreamRecord // "ns/stream" -> a durable shard 0, offsets ascending
 	reads     []wire.StreamRead              // stream_read requests, in arrival order
+	auths     []string                       // the token of every accepted auth, in order
+	revoked   map[string]bool                // tokens refused (and ended) with code revoked
+	live      map[*quic.Stream]string        // authenticated streams being served, by token
+	subs      []*fakeSub                     // every subscription, in order
 }
 
 // fakeSub is one subscription's event stream on the fake.
@@ -80,6 +86,7 @@ type fakeSub struct {
 	id          uint64
 	ns, stream  string
 	clientFlags uint16
+	token       string          // what the subscribe stream authenticated with
 	msg         *wire.Subscribe // the request as received
 	es          *quic.SendStream
 }
@@ -95,7 +102,8 @@ func newFakeBroker(t testing.TB, opts fakeOpts) *fakeBroker {
 	ctx, cancel := context.WithCancel(context.Background())
 	fb := &fakeBroker{t: t, opts: opts, ln: ln, pool: pool, ctx: ctx, cancel: cancel,
 		changed: make(chan struct{}), published: map[string][]pubRecord{}, cache: map[string][]byte{},
-		ttls: map[string]uint64{}, subC: make(chan *fakeSub, 64)}
+		ttls: map[string]uint64{}, subC: make(chan *fakeSub, 64), revoked: map[string]bool{},
+		live: map[*quic.Stream]string{}}
 	fb.wg.Add(1)
 	go fb.acceptLoop()
 	t.Cleanup(fb.Close)
@@ -223,6 +231,11 @@ func (fb *fakeBroker) serveStream(conn *quic.Conn, s *quic.Stream) {
 	if !ok {
 		return
 	}
+	defer func() {
+		fb.mu.Lock()
+		delete(fb.live, s)
+		fb.mu.Unlock()
+	}()
 	for {
 		f, err := fr.NextOwned()
 		if err != nil {
@@ -253,7 +266,19 @@ func (fb *fakeBroker) auth(s *quic.Stream, fr *wire.FrameReader) (uint16, bool) 
 	}
 	msg, err := wire.ParseMessage(f.Payload)
 	a, ok := msg.(*wire.Auth)
-	if err != nil || !ok || a.Token != goodToken || a.TenantID != "acme" {
+	fb.mu.Lock()
+	revoked := ok && fb.revoked[a.Token]
+	if ok && err == nil && !revoked {
+		fb.auths = append(fb.auths, a.Token)
+		fb.live[s] = a.Token
+	}
+	fb.mu.Unlock()
+	if revoked {
+		_ = writeMsg(s, wire.NewError(wire.CodeRevoked, "token revoked").ErrorMessage(true))
+		_ = s.Close()
+		return 0, false
+	}
+	if err != nil || !ok || (a.Token != goodToken && !fb.opts.tokens[a.Token]) || a.TenantID != "acme" {
 		_ = writeMsg(s, wire.NewError(wire.CodeUnauthorized, "bad token").ErrorMessage(true))
 		_ = s.Close()
 		return 0, false
@@ -355,7 +380,8 @@ func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uin
 	}
 	fb.mu.Lock()
 	fb.nextSub++
-	sub := &fakeSub{id: 1000 + fb.nextSub, ns: m.Namespace, stream: m.Stream, clientFlags: clientFlags, msg: m}
+	sub := &fakeSub{id: 1000 + fb.nextSub, ns: m.Namespace, stream: m.Stream, clientFlags: clientFlags, msg: m,
+		token: fb.live[s]}
 	fb.mu.Unlock()
 	answer := wire.Message(&wire.Subscribed{})
 	if fb.opts.subscribed != nil {
@@ -394,7 +420,48 @@ func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uin
 			return
 		}
 	}
+	fb.mu.Lock()
+	fb.subs = append(fb.subs, sub)
+	fb.mu.Unlock()
 	fb.subC <- sub
+}
+
+// revoke refuses token from now on and ends, with code revoked, every
+// stream and subscription opened with it, as a broker does when the
+// catalog revokes the token's principal.
+func (fb *fakeBroker) revoke(token string) {
+	fb.mu.Lock()
+	fb.revoked[token] = true
+	var streams []*quic.Stream
+	for s, tok := range fb.live {
+		if tok == token {
+			streams = append(streams, s)
+		}
+	}
+	var subs []*fakeSub
+	for _, sub := range fb.subs {
+		if sub.token == token {
+			subs = append(subs, sub)
+		}
+	}
+	fb.mu.Unlock()
+	e := wire.NewError(wire.CodeRevoked, "token revoked for subject x").ErrorMessage(true)
+	for _, s := range streams {
+		_ = writeMsg(s, e)
+		_ = s.Close()
+		s.CancelRead(0)
+	}
+	for _, sub := range subs {
+		_ = writeMsg(sub.es, e)
+		_ = sub.es.Close()
+	}
+}
+
+// authTokens returns the token of every accepted auth so far.
+func (fb *fakeBroker) authTokens() []string {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return append([]string(nil), fb.auths...)
 }
 
 // send writes one event batch the way the subscriber negotiated: a shared

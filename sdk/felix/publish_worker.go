@@ -41,6 +41,7 @@ type pubStream struct {
 	deadC     chan struct{} // closed when dead is set
 	finSent   bool          // guarded by pubWorker.mu: send half closed by a flush
 	waiters   []chan error  // guarded by pubWorker.mu: flush markers waiting for the broker's end
+	refusal   error         // guarded by pubWorker.mu: an error the broker sent naming no request
 	unflushed atomic.Bool   // fire-and-forget frames were written on this stream
 }
 
@@ -335,10 +336,16 @@ func (w *pubWorker) kill(st *pubStream, cause error) {
 	if cause != nil && st.unflushed.Load() {
 		w.noteFAF(cause)
 	}
+	var refused *BrokerError
 	for _, p := range orphans {
 		switch {
 		case errors.Is(cause, ErrClosed):
 			p.resC <- ErrClosed
+		case errors.As(cause, &refused) && refused.cause == nil:
+			// The broker refused the stream (revoked, token expired): it
+			// answers what it read before that first, so a publish still
+			// unanswered was never read.
+			p.resC <- cause
 		case cause == nil:
 			p.resC <- outcomeUnknown(errors.New("felix: the broker ended the publish stream"))
 		default:
@@ -364,6 +371,12 @@ func (w *pubWorker) readAnswers(st *pubStream) {
 				}
 				err = errors.New("felix: the broker ended the publish stream")
 			}
+			w.mu.Lock()
+			refusal := st.refusal
+			w.mu.Unlock()
+			if refusal != nil && !w.c.dead() {
+				err = refusal // what ended the stream: a revocation, an expired token
+			}
 			w.kill(st, w.c.failure(err))
 			return
 		}
@@ -373,7 +386,7 @@ func (w *pubWorker) readAnswers(st *pubStream) {
 		case *wire.PublishError:
 			w.resolve(m.RequestID, fromWire(m.Err()))
 		case *wire.ErrorMsg:
-			w.onError(m)
+			w.onError(st, m)
 		case *wire.Unsupported:
 			if m.RequestID != nil {
 				w.resolve(*m.RequestID, unsupported(m.RequestType))
@@ -386,11 +399,16 @@ func (w *pubWorker) readAnswers(st *pubStream) {
 // request answers it; one without refers to a fire-and-forget frame (acked
 // publishes are refused with publish_error) and is reported by Finish. If
 // the broker also ends the stream, the reader sees that next.
-func (w *pubWorker) onError(m *wire.ErrorMsg) {
+func (w *pubWorker) onError(st *pubStream, m *wire.ErrorMsg) {
 	be := fromWire(m.Err())
 	if m.RequestID != nil {
 		w.resolve(*m.RequestID, be)
 		return
 	}
+	w.mu.Lock()
+	if st.refusal == nil {
+		st.refusal = be
+	}
+	w.mu.Unlock()
 	w.noteFAF(be)
 }

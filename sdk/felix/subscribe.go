@@ -87,6 +87,10 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 	}
 	sub := newSubscription(c, ok.SubscriptionID, namespace, stream, cs)
 	sub.startOffset, sub.liveOffset = ok.StartOffset, ok.LiveOffset
+	if !c.trackSub(sub) {
+		sub.Close()
+		return nil, c.failure(ErrClosed)
+	}
 	if err := c.router.register(sub); err != nil {
 		sub.Close()
 		return nil, err
@@ -274,6 +278,7 @@ func (s *Subscription) Close() error {
 	es, done := s.es, s.readerDone
 	s.mu.Unlock()
 	s.c.router.unregister(s)
+	s.c.untrackSub(s)
 	if es != nil {
 		es.rs.CancelRead(0)
 	}
@@ -283,6 +288,22 @@ func (s *Subscription) Close() error {
 		<-done
 	}
 	return nil
+}
+
+// abort ends the subscription's streams because its client is shutting
+// down: Next returns the events already received, then the client's
+// shutdown reason. The client's shutdown waits for the reader.
+func (s *Subscription) abort() {
+	s.stop()
+	s.mu.Lock()
+	es := s.es
+	s.mu.Unlock()
+	s.c.router.unregister(s)
+	if es != nil {
+		es.rs.CancelRead(0)
+	}
+	s.ctrl.abort()
+	s.end(s.lostReason(ErrClosed))
 }
 
 // end records why no more events will come; the first reason wins.

@@ -27,6 +27,17 @@ type Applier interface {
 	RemoveCache(wire.CacheSpec)
 }
 
+// RevocationApplier is implemented by an Applier that also follows the
+// revocations feed (wire.KindRevocations). The Syncer follows that feed
+// only for such an Applier.
+type RevocationApplier interface {
+	// ApplyRevocation records a revocation, replacing an earlier one of
+	// the same principal.
+	ApplyRevocation(wire.Revocation)
+	// RemoveRevocation lifts the revocation of tenant's subject.
+	RemoveRevocation(tenantID, subject string)
+}
+
 // itemID returns the identity of it within kind ("tenant", "tenant/ns",
 // "tenant/ns/name"), or an error when the item lacks kind's resource.
 func itemID(kind wire.CatalogKind, it *wire.CatalogItem) (string, error) {
@@ -41,6 +52,8 @@ func itemID(kind wire.CatalogKind, it *wire.CatalogItem) (string, error) {
 	case kind == wire.KindCaches && it.Cache != nil:
 		c := it.Cache
 		return c.TenantID + "/" + c.Namespace + "/" + c.Cache, nil
+	case kind == wire.KindRevocations && it.Revocation != nil:
+		return it.Revocation.TenantID + "/" + it.Revocation.Subject, nil
 	}
 	return "", fmt.Errorf("catalogsync: %s item seq %d has no %s resource", kind, it.Seq, kind)
 }
@@ -72,6 +85,10 @@ func put(a Applier, kind wire.CatalogKind, it *wire.CatalogItem) error {
 		err = a.ApplyStream(*it.Stream)
 	case wire.KindCaches:
 		err = a.ApplyCache(*it.Cache)
+	case wire.KindRevocations:
+		if ra, ok := a.(RevocationApplier); ok {
+			ra.ApplyRevocation(*it.Revocation)
+		}
 	}
 	if err != nil {
 		id, _ := itemID(kind, it)
@@ -91,5 +108,9 @@ func remove(a Applier, kind wire.CatalogKind, it *wire.CatalogItem) {
 		a.RemoveStream(*it.Stream)
 	case wire.KindCaches:
 		a.RemoveCache(*it.Cache)
+	case wire.KindRevocations:
+		if ra, ok := a.(RevocationApplier); ok {
+			ra.RemoveRevocation(it.Revocation.TenantID, it.Revocation.Subject)
+		}
 	}
 }

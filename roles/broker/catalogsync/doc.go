@@ -29,6 +29,18 @@
 // hold the cursor back, because applying the same item again would fail
 // the same way.
 //
+// Revocations (wire.KindRevocations) are followed the same way, on their
+// own cursor after the other kinds, but only for an Applier that is also a
+// RevocationApplier, and never at the cost of the rest: a failure of that
+// feed is logged and retried next pass, does not hold back Synced and is
+// not returned by SyncOnce. A control plane that answers 404 or 400 for
+// the kind has no revocations; it is asked again after UnknownKindRetry.
+//
+// The HTTP source can read a control plane of several members
+// (comma-separated URLs, or NewHTTPSourceMulti): it sticks to the member
+// that last answered and moves to the next on a connection error or a 5xx
+// answer.
+//
 // Synced becomes true after the first pass in which every fetch
 // succeeded. Run repeats SyncOnce on a ticker and logs a failure once per
 // streak of the same error, and the recovery when it ends.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/felixmq/felix/wire"
@@ -33,21 +34,56 @@ const MaxResponseBytes = 64 << 20
 const defaultHTTPTimeout = 30 * time.Second
 
 type httpSource struct {
-	base    string
+	bases   []string // control plane members, at least one
+	cur     atomic.Uint32
 	token   func() string
 	client  *http.Client
 	maxBody int64 // MaxResponseBytes; tests lower it
 }
 
 // NewHTTPSource returns a Source reading the control plane at baseURL
-// (for example "http://127.0.0.1:5080"). Every request carries
+// (for example "http://127.0.0.1:5080"). baseURL may list several members
+// separated by commas; see NewHTTPSourceMulti. Every request carries
 // "Authorization: Bearer <token()>" when token is non-nil and returns a
 // non-empty string. A nil client means one with a 30s timeout.
 func NewHTTPSource(baseURL string, token func() string, client *http.Client) Source {
+	return NewHTTPSourceMulti(SplitURLs(baseURL), token, client)
+}
+
+// NewHTTPSourceMulti returns a Source reading a control plane of several
+// members. Requests go to the member that last answered; a connection
+// error or a 5xx answer moves on to the next member, each member being
+// tried at most once per request. Empty entries are ignored; with none
+// left the source uses "http://127.0.0.1:5080".
+func NewHTTPSourceMulti(baseURLs []string, token func() string, client *http.Client) Source {
 	if client == nil {
 		client = &http.Client{Timeout: defaultHTTPTimeout}
 	}
-	return &httpSource{base: strings.TrimRight(baseURL, "/"), token: token, client: client, maxBody: MaxResponseBytes}
+	var bases []string
+	for _, u := range baseURLs {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			bases = append(bases, u)
+		}
+	}
+	if len(bases) == 0 {
+		bases = []string{defaultBaseURL}
+	}
+	return &httpSource{bases: bases, token: token, client: client, maxBody: MaxResponseBytes}
+}
+
+// defaultBaseURL is the control plane a source without URLs reads.
+const defaultBaseURL = "http://127.0.0.1:5080"
+
+// SplitURLs splits a comma-separated list of URLs (FELIX_CONTROLPLANE_URL),
+// trimming spaces and dropping empty entries.
+func SplitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func (h *httpSource) Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
@@ -80,11 +116,34 @@ func (h *httpSource) page(ctx context.Context, kind wire.CatalogKind, path strin
 	return &p, nil
 }
 
-// get performs one authenticated GET and returns the body of a 2xx answer.
+// get performs one authenticated GET and returns the body of a 2xx answer,
+// failing over between members on connection errors and 5xx answers.
 func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.base+path, nil)
+	start := h.cur.Load()
+	var err error
+	for i := range uint32(len(h.bases)) {
+		idx := (start + i) % uint32(len(h.bases))
+		var b []byte
+		var status int
+		b, status, err = h.do(ctx, h.bases[idx], path)
+		if err == nil {
+			if idx != start {
+				h.cur.CompareAndSwap(start, idx)
+			}
+			return b, nil
+		}
+		if ctx.Err() != nil || (status != 0 && status < 500) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// do is one GET; status is 0 when no answer arrived.
+func (h *httpSource) do(ctx context.Context, base, path string) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: GET %s: %w", path, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if h.token != nil {
@@ -94,21 +153,34 @@ func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("catalogsync: GET %s: read body: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: GET %s: read body: %w", path, err)
 	}
 	if int64(len(b)) > h.maxBody {
-		return nil, fmt.Errorf("catalogsync: GET %s: response larger than %d bytes", path, h.maxBody)
+		return nil, resp.StatusCode, fmt.Errorf("catalogsync: GET %s: response larger than %d bytes", path, h.maxBody)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("catalogsync: GET %s: HTTP %d: %w", path, resp.StatusCode, errorFromBody(resp.StatusCode, b))
+		return nil, resp.StatusCode, &StatusError{Status: resp.StatusCode,
+			err: fmt.Errorf("catalogsync: GET %s: HTTP %d: %w", path, resp.StatusCode, errorFromBody(resp.StatusCode, b))}
 	}
-	return b, nil
+	return b, resp.StatusCode, nil
 }
+
+// StatusError is a non-2xx answer from the control plane. It unwraps to
+// the *wire.Error the answer carried.
+type StatusError struct {
+	Status int // the HTTP status
+	err    error
+}
+
+func (e *StatusError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error the answer described.
+func (e *StatusError) Unwrap() error { return e.err }
 
 // errorFromBody turns a control plane error answer
 // {"error":{"code":...,"message":...,"retry":...}} into a *wire.Error. A

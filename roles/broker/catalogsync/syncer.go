@@ -34,6 +34,10 @@ type Syncer struct {
 	// OnJWKS, when set, receives the JWKS fetched on every pass. Set it
 	// before the first SyncOnce or Run.
 	OnJWKS func(jwks []byte)
+	// UnknownKindRetry is how long to wait before asking again for the
+	// revocations feed after the control plane said it lacks it. Default
+	// DefaultUnknownKindRetry. Set it before the first SyncOnce or Run.
+	UnknownKindRetry time.Duration
 
 	src      Source
 	apply    Applier
@@ -43,6 +47,7 @@ type Syncer struct {
 	// passC holds one token; whoever holds it runs a pass and owns kinds.
 	passC  chan struct{}
 	kinds  map[wire.CatalogKind]*kindState
+	revs   revocationFeed
 	synced atomic.Bool
 }
 
@@ -64,7 +69,9 @@ func NewSyncer(src Source, apply Applier, interval time.Duration, log *slog.Logg
 // Synced reports whether a pass has completed with every fetch successful.
 func (s *Syncer) Synced() bool { return s.synced.Load() }
 
-// SyncOnce runs one pass over every kind and the JWKS. It returns the
+// SyncOnce runs one pass over every kind, the JWKS and, for an Applier
+// that is a RevocationApplier, the revocations feed (whose failures are
+// logged, never returned, and never hold back Synced). It returns the
 // failures of the pass joined; kinds that did not fail are synced anyway.
 // Concurrent calls run one after the other.
 func (s *Syncer) SyncOnce(ctx context.Context) error {
@@ -94,6 +101,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	if !fetchFailed {
 		s.synced.Store(true)
 	}
+	s.syncRevocations(ctx)
 	return errors.Join(errs...)
 }
 
