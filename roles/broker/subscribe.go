@@ -16,7 +16,7 @@ import (
 // handleSubscribe registers a subscription: it authorizes, resolves the
 // shard, takes a place in the connection's limit, subscribes in the core,
 // opens the event stream and writes its hello, answers subscribed, and
-// hands the event stream to a writer goroutine.
+// hands the event stream to its writer.
 func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	if err := m.Validate(); err != nil {
 		return asWireError(err)
@@ -41,7 +41,8 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 			WithDetail("reason", "subscription_limit")
 	}
 	durable := sh.Durable()
-	opts := core.SubscribeOptions{EndOnLag: durable && cs.features&wire.FeatureSubscriptionLagged != 0}
+	w := &eventWriter{c: cs.c}
+	opts := core.SubscribeOptions{EndOnLag: durable && cs.features&wire.FeatureSubscriptionLagged != 0, Notify: w.wake}
 	if m.Start != nil {
 		opts.Start = *m.Start
 	}
@@ -66,11 +67,9 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 		ok.StartOffset, ok.LiveOffset = &start, &live
 	}
 	cs.sendMsg(ok)
-	w := &eventWriter{c: cs.c, es: es, sub: sub, id: id, key: st.Key(), flags: cs.eventFlags(durable),
-		withCodes: cs.withCodes(), lagged: opts.EndOnLag, who: cs.id}
-	subscriptionsGauge.Inc()
-	cs.c.writers.add(1)
-	go w.run()
+	w.es, w.sub, w.id, w.key, w.flags = es, sub, id, st.Key(), cs.eventFlags(durable)
+	w.withCodes, w.lagged, w.who = cs.withCodes(), opts.EndOnLag, cs.id
+	w.start()
 	return nil
 }
 
@@ -125,8 +124,11 @@ func (cs *controlStream) eventFlags(durable bool) uint16 {
 	return 0
 }
 
-// eventWriter is the only goroutine writing one subscription's event
-// stream. A write blocked by the client's flow control stalls only this
+// eventWriter writes one subscription's event stream. It runs only while
+// there is work: the core queue's notify, a kick, the connection's drain
+// or the stream's end wakes it, and at most one goroutine writes at a
+// time (drain, guarded by running), so an idle subscription costs no
+// goroutine. A write blocked by the client's flow control stalls only this
 // subscription; the core queue's policy decides what happens upstream.
 type eventWriter struct {
 	c         *connection
@@ -141,17 +143,42 @@ type eventWriter struct {
 	buf       []byte
 	broken    bool // a write failed, perhaps midway through a frame
 
-	cancel context.CancelFunc         // ends run's wait for events
 	kicked atomic.Pointer[wire.Error] // why the broker ended the subscription; nil while it runs
+
+	armed    atomic.Bool // start has run: wakes may start a drain
+	running  atomic.Bool // a drain goroutine owns the stream (stays set once finished)
+	replayed bool        // the log replay is done; drain only
+	cleanup  []func()    // undone by finish; set by start
 }
 
-// kick ends the subscription from outside: the writer stops waiting for
-// events and writes err as the event stream's last frame. A write stalled
-// by the client's flow control gives up after endWriteTimeout.
+// start arms the writer: it joins the connection's writers and the
+// principal's live streams, gets woken by the connection's drain and the
+// stream's end, and starts a first drain for what is already queued.
+func (w *eventWriter) start() {
+	subscriptionsGauge.Inc()
+	w.c.writers.add(1)
+	stopFlush := context.AfterFunc(w.c.flushCtx, w.wake)
+	stopStream := context.AfterFunc(w.es.Context(), w.wake)
+	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), func() { stopFlush() }, func() { stopStream() }}
+	w.armed.Store(true)
+	w.wake()
+}
+
+// wake starts a drain unless one is running or the writer is not armed
+// yet. It never blocks: the core calls it from publishers.
+func (w *eventWriter) wake() {
+	if w.armed.Load() && w.running.CompareAndSwap(false, true) {
+		go w.drain()
+	}
+}
+
+// kick ends the subscription from outside: the writer writes err as the
+// event stream's last frame. A write stalled by the client's flow control
+// gives up after endWriteTimeout.
 func (w *eventWriter) kick(err *wire.Error) {
 	if w.kicked.CompareAndSwap(nil, err) {
-		w.cancel()
 		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+		w.wake()
 	}
 }
 
@@ -163,34 +190,71 @@ func (w *eventWriter) reason(err error) error {
 	return err
 }
 
-func (w *eventWriter) run() {
-	defer w.c.writers.done()
-	defer subscriptionsGauge.Dec()
-	defer w.c.releaseSub()
-	defer w.sub.Close()
-	ctx, cancel := context.WithCancel(w.es.Context())
-	defer cancel()
-	w.cancel = cancel
-	defer w.c.srv.streams.add(w.who, w.kick)()
-	stop := context.AfterFunc(w.c.flushCtx, cancel)
-	defer stop()
-	if err := w.replay(); err != nil {
-		w.end(w.reason(err))
-		return
-	}
+// drain writes until nothing is left to do, then gives the stream up,
+// unless more work arrived meanwhile. It returns for good once the
+// subscription has ended.
+func (w *eventWriter) drain() {
 	for {
-		env, err := w.sub.Next(ctx)
-		if err != nil {
-			w.end(w.reason(err))
+		if w.step() {
+			w.finish()
 			return
+		}
+		w.running.Store(false)
+		if !w.pending() || !w.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// pending reports whether a drain has anything to do.
+func (w *eventWriter) pending() bool {
+	items, _ := w.sub.Depth()
+	return items > 0 || w.sub.Err() != nil || w.kicked.Load() != nil ||
+		w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
+}
+
+// step writes the log replay (once), then everything queued; it reports
+// whether the subscription is over (and its stream ended).
+func (w *eventWriter) step() bool {
+	if !w.replayed {
+		w.replayed = true
+		if err := w.replay(); err != nil {
+			w.end(w.reason(err))
+			return true
+		}
+	}
+	for w.kicked.Load() == nil && w.c.flushCtx.Err() == nil && w.es.Context().Err() == nil {
+		env, ok := w.sub.TryNext()
+		if !ok {
+			break
 		}
 		if err := w.writeBatch(env); err != nil {
 			if w.kicked.Load() != nil {
 				w.es.CancelWrite(StreamCodeRefused)
 			}
-			return
+			return true
 		}
 	}
+	if err := w.sub.Err(); err != nil || w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil {
+		if err == nil {
+			err = context.Canceled
+		}
+		w.end(w.reason(err))
+		return true
+	}
+	return false
+}
+
+// finish releases what the subscription held; called once, by the drain
+// that ended it.
+func (w *eventWriter) finish() {
+	for _, undo := range w.cleanup {
+		undo()
+	}
+	w.sub.Close()
+	w.c.releaseSub()
+	subscriptionsGauge.Dec()
+	w.c.writers.done()
 }
 
 // writeBatch writes env and whatever else is queued, up to the batch
