@@ -22,7 +22,10 @@
 // carries fire-and-forget publishes only. Each subscription gets a
 // broker-opened unidirectional stream that starts with
 // event_stream_hello; the client reads subscribed on the control stream
-// first.
+// first. A subscription's writer runs only while it has something to
+// write (started by the core queue's notify, a revocation or the
+// connection's drain), one goroutine at a time, so idle subscriptions
+// cost memory but no goroutine.
 //
 // A malformed JSON request is answered with invalid_request and the stream
 // keeps serving; broken framing (bad header, oversized frame, undecodable
