@@ -17,6 +17,7 @@ type Log struct {
 	kickC chan struct{} // wakes the flusher; capacity 1
 	stopC chan struct{} // closed by Close to stop the flusher
 	wg    sync.WaitGroup
+	lock  *os.File // the directory's lock, released by Close; nil on an injected FS
 
 	mu sync.Mutex
 	// Guarded by mu. Invariant: segs is non-empty, contiguous (each base is
@@ -50,7 +51,8 @@ type Stats struct {
 // appends. A torn tail in the last segment is truncated; damage anywhere
 // else makes Open return the report and a *CorruptionError without changing
 // any file. Missing or inconsistent index files are rewritten. Only one
-// Log may have a directory open at a time; nothing enforces it.
+// Log may have a directory open at a time: Open holds an advisory lock on
+// it and fails with ErrLocked while another Log holds it.
 func Open(opts Options) (*Log, *Report, error) {
 	if err := opts.validate(); err != nil {
 		return nil, nil, err
@@ -59,18 +61,25 @@ func Open(opts Options) (*Log, *Report, error) {
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("log: open %s: %w", o.Dir, err)
 	}
+	lock, err := lockDir(o.FS, o.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	rec, err := recoverDir(o.FS, o.Dir, o.IndexIntervalBytes)
 	if err != nil {
+		unlock(lock)
 		return nil, nil, err
 	}
 	if rec.report.Verdict == VerdictRefuse {
 		rec.closeAll()
+		unlock(lock)
 		return nil, rec.report, rec.report.Corrupt
 	}
 	l := &Log{opts: o, fs: o.FS, retention: o.Retention, kickC: make(chan struct{}, 1),
-		stopC: make(chan struct{}), syncedC: make(chan struct{})}
+		stopC: make(chan struct{}), syncedC: make(chan struct{}), lock: lock}
 	if err := l.adopt(rec); err != nil {
 		rec.closeAll()
+		unlock(lock)
 		return nil, rec.report, err
 	}
 	l.logRecovery(rec.report)
@@ -292,6 +301,7 @@ func (l *Log) Close() error {
 			err = cerr
 		}
 	}
+	unlock(l.lock)
 	l.broadcastLocked()
 	return err
 }

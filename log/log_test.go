@@ -210,3 +210,25 @@ func TestConcurrentReadDuringAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestOpenLocksTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(Options{Dir: dir}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open of an open directory: %v, want ErrLocked", err)
+	}
+	if _, err := Inspect(dir); err != nil {
+		t.Fatalf("Inspect of an open log: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	again.Close()
+}
