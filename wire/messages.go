@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -266,6 +267,9 @@ func newMessage(t string) Message {
 // wrong types), is an *Error with code invalid_request. Required fields are
 // checked by Validate, not here.
 func ParseMessage(b []byte) (Message, error) {
+	if m, ok := parsePublishOK(b); ok {
+		return m, nil
+	}
 	var head struct {
 		Type *string `json:"type"`
 	}
@@ -403,4 +407,52 @@ func AppendPublishOKFrame(dst []byte, requestID uint64, offset *uint64) []byte {
 	}
 	b = append(b, '}')
 	return AppendFrame(dst, 0, b)
+}
+
+// publishOKPrefix starts the exact form AppendPublishOKFrame writes.
+const publishOKPrefix = `{"type":"publish_ok","request_id":`
+
+// parsePublishOK decodes the exact publish_ok form the broker writes,
+// {"type":"publish_ok","request_id":N} with an optional ,"offset":M, without
+// encoding/json: a client reads one per acked publish. Anything else
+// (other spacing, field order, extra fields) reports false and takes the
+// general path, which accepts every valid form.
+func parsePublishOK(b []byte) (*PublishOK, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(publishOKPrefix))
+	if !ok {
+		return nil, false
+	}
+	id, rest, ok := cutUint(rest)
+	if !ok {
+		return nil, false
+	}
+	m := &PublishOK{RequestID: id}
+	if after, found := bytes.CutPrefix(rest, []byte(`,"offset":`)); found {
+		off, tail, ok := cutUint(after)
+		if !ok {
+			return nil, false
+		}
+		m.Offset, rest = &off, tail
+	}
+	if len(rest) != 1 || rest[0] != '}' {
+		return nil, false
+	}
+	return m, true
+}
+
+// cutUint parses the decimal digits at the start of b as a uint64 (no
+// sign, no leading zero unless the number is 0) and returns the rest.
+func cutUint(b []byte) (uint64, []byte, bool) {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n == 0 || (n > 1 && b[0] == '0') {
+		return 0, nil, false
+	}
+	v, err := strconv.ParseUint(string(b[:n]), 10, 64)
+	if err != nil {
+		return 0, nil, false
+	}
+	return v, b[n:], true
 }

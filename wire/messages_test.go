@@ -408,3 +408,32 @@ func TestAppendPublishOKFrameMatchesEncoder(t *testing.T) {
 		}
 	}
 }
+
+// The publish_ok fast path decodes exactly what the general path does, and
+// leaves every other spelling to it.
+func TestParsePublishOKFastPath(t *testing.T) {
+	for _, tc := range []string{
+		`{"type":"publish_ok","request_id":7}`,
+		`{"type":"publish_ok","request_id":0,"offset":0}`,
+		`{"type":"publish_ok","request_id":18446744073709551615,"offset":18446744073709551615}`,
+		`{"type":"publish_ok","request_id":18446744073709551616}`,
+		`{"type":"publish_ok","request_id":07}`,
+		`{"type":"publish_ok","request_id":7,"offset":-1}`,
+		`{"type":"publish_ok","request_id":7,"offset":1,"x":2}`,
+		`{"type":"publish_ok","request_id":7} `,
+		`{"type":"publish_ok", "request_id":7}`,
+		`{"type":"publish_ok","request_id":7,"offset":3}x`,
+	} {
+		fast, ok := parsePublishOK([]byte(tc))
+		slow, serr := ParseMessage([]byte(tc))
+		if !ok {
+			continue
+		}
+		if serr != nil || !reflect.DeepEqual(Message(fast), slow) {
+			t.Errorf("%s: fast %#v, general %#v (%v)", tc, fast, slow, serr)
+		}
+	}
+	if _, ok := parsePublishOK([]byte(`{"type":"publish_ok","request_id":7,"offset":3}`)); !ok {
+		t.Fatal("the broker's own form did not take the fast path")
+	}
+}
