@@ -4,8 +4,18 @@
 //
 // # Pieces
 //
-// A Store keeps the catalog durably (BoltStore: one bbolt file; a Raft
-// store can implement the same interface). Service wraps a Store: New
+// A Store keeps the catalog durably. RaftStore is the implementation: a
+// member of the control plane's Raft group (raftmeta.Node) driving the
+// catalog state machine (raftmeta.Catalog). Every write is one typed
+// command carrying a random request id; any member accepts it (a follower
+// hands it to the leader), it returns once the answering member applied
+// it, and a command whose outcome was lost in a leader change is proposed
+// again and applied once. Reads pass a ReadIndex barrier and then read the
+// local catalog. Calls without a quorum fail after 15 seconds with
+// shard_unavailable (reads) or quorum_timeout (writes); /ready reports
+// whether the member is part of a working quorum. MigrateLegacyCatalog
+// moves the single-node bbolt catalog of earlier releases into an empty
+// Raft store once. Service wraps a Store: New
 // loads the ES256 signing key from the store's meta (creating one on first
 // start), Bootstrap creates tenant "default" with namespace "default" once
 // in the store's life, MintToken signs Felix tokens, and Snapshot, Changes
@@ -14,7 +24,8 @@
 //
 // # Catalog feeds
 //
-// Every kind (tenants, namespaces, caches, streams) has its own sequence
+// Every kind (tenants, namespaces, caches, streams, and revocations, which
+// brokers follow apart from the others) has its own sequence
 // counter. Each mutation gives the change the next number of its kind and
 // writes the resource and its change-log entry in one transaction, so the
 // feed never disagrees with the live data. A cascaded delete (a tenant or
@@ -47,7 +58,14 @@
 //     whose tid is {tenant} holding tenant.manage on tenant:{tenant};
 //   - POST /v1/tenants/{tenant}/tokens needs token.create on tenant:{tenant},
 //     and can only grant permissions the calling token holds itself;
-//   - a cluster.manage token passes every tenant route of every tenant.
+//   - a cluster.manage token passes every tenant route of every tenant;
+//   - POST /v1/tenants/{tenant}/namespaces/{namespace}/batch creates streams
+//     and caches all together or not at all (tenant.manage), retry-safe with
+//     an idempotency key (body field or Idempotency-Key header);
+//   - POST/GET /v1/tenants/{tenant}/revocations and DELETE
+//     .../revocations/{subject} revoke, list and lift revocations
+//     (tenant.manage); revoked_before is the time of the POST;
+//   - GET /v1/members shows the Raft group (cluster.manage).
 //
 // A missing or invalid token is 401 unauthorized, a missing permission 403
 // forbidden, a bad field 400 invalid_request naming the field, a missing

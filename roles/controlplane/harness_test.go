@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +26,10 @@ type harness struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newHarness(t *testing.T, opts ...BoltOption) *harness {
+func newHarness(t *testing.T, opts ...testStoreOpt) *harness {
 	t.Helper()
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "cp.db")}
-	store := openBolt(t, h.path, opts...)
+	h := &harness{t: t, path: t.TempDir()}
+	store := openTestRaft(t, h.path, opts...)
 	svc, err := New(Config{Logger: quietLogger()}, store)
 	if err != nil {
 		store.Close()

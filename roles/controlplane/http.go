@@ -161,7 +161,7 @@ func statusForCode(c wire.Code) int {
 		return http.StatusBadRequest
 	case codeConflict:
 		return http.StatusConflict
-	case wire.CodeOverloaded, wire.CodeDraining, wire.CodeNotLeader, wire.CodeShardUnavailable:
+	case wire.CodeOverloaded, wire.CodeDraining, wire.CodeNotLeader, wire.CodeShardUnavailable, wire.CodeQuorumTimeout:
 		return http.StatusServiceUnavailable
 	case wire.CodeUnsupported:
 		return http.StatusNotImplemented

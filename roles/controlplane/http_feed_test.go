@@ -50,7 +50,7 @@ func TestHTTPSnapshotThenChanges(t *testing.T) {
 }
 
 func TestHTTPChangesResetAfterTrim(t *testing.T) {
-	h := newHarness(t, WithChangeLogKeep(2))
+	h := newHarness(t, withKeep(2))
 	for _, name := range []string{"a", "b", "c", "d"} {
 		h.expect(201, "POST", "/v1/tenants", h.admin, wire.Tenant{TenantID: name}, nil)
 	}

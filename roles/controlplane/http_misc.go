@@ -54,7 +54,7 @@ func (s *Service) getSnapshot(r *http.Request, _ *auth.Identity) (int, any, erro
 
 func (s *Service) getChanges(r *http.Request, _ *auth.Identity) (int, any, error) {
 	kind := wire.CatalogKind(r.PathValue("kind"))
-	if !validKind(kind) {
+	if !feedKind(kind) {
 		return 0, nil, unknownKind(kind)
 	}
 	q := r.URL.Query()
@@ -96,9 +96,9 @@ func (s *Service) getLive(*http.Request, *auth.Identity) (int, any, error) {
 }
 
 func (s *Service) getReady(r *http.Request, _ *auth.Identity) (int, any, error) {
-	if _, _, err := s.store.Meta(r.Context(), metaSigningKey); err != nil {
-		s.log.Warn("control plane not ready", "err", err)
-		return 0, nil, &wire.Error{Code: wire.CodeOverloaded, Retry: wire.RetryRetryAfter, Message: "store unavailable"}
+	if !s.store.Ready() {
+		return 0, nil, &wire.Error{Code: wire.CodeShardUnavailable, Retry: wire.RetryRetry,
+			Message: "this control plane member cannot reach a quorum of its Raft group"}
 	}
 	return http.StatusOK, statusBody{Status: "ready"}, nil
 }

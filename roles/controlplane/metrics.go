@@ -27,3 +27,7 @@ func (m *httpMetrics) count(route string, code int) {
 	c, _ := m.counters.LoadOrStore(key, metrics.GetOrCreateCounter(name))
 	c.(*metrics.Counter).Inc()
 }
+
+// reproposals counts writes proposed again because a leader change or a
+// cut hand-over left their outcome unknown (the catalog applies each once).
+var reproposals = metrics.NewCounter("felix_controlplane_raft_reproposals_total")

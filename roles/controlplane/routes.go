@@ -39,14 +39,15 @@ func (rt route) pattern() string {
 }
 
 const (
-	pTenants    = "/v1/tenants"
-	pTenant     = pTenants + "/{tenant}"
-	pNamespaces = pTenant + "/namespaces"
-	pNamespace  = pNamespaces + "/{namespace}"
-	pStreams    = pNamespace + "/streams"
-	pStream     = pStreams + "/{stream}"
-	pCaches     = pNamespace + "/caches"
-	pCache      = pCaches + "/{cache}"
+	pTenants     = "/v1/tenants"
+	pTenant      = pTenants + "/{tenant}"
+	pNamespaces  = pTenant + "/namespaces"
+	pNamespace   = pNamespaces + "/{namespace}"
+	pStreams     = pNamespace + "/streams"
+	pStream      = pStreams + "/{stream}"
+	pCaches      = pNamespace + "/caches"
+	pCache       = pCaches + "/{cache}"
+	pRevocations = pTenant + "/revocations"
 )
 
 var recursiveParam = param{"recursive", "boolean", "also delete everything the resource holds"}
@@ -59,7 +60,8 @@ func (s *Service) routes() []route {
 		{method: "GET", path: "/v1/jwks", summary: "Public keys that verify Felix tokens", response: "JWKS", status: ok, handle: s.getJWKS},
 		{method: "GET", path: "/.well-known/jwks.json", summary: "Public keys that verify Felix tokens", response: "JWKS", status: ok, handle: s.getJWKS},
 		{method: "GET", path: "/live", summary: "Liveness", response: "Status", status: ok, handle: s.getLive},
-		{method: "GET", path: "/ready", summary: "Readiness (the store answers)", response: "Status", status: ok, handle: s.getReady},
+		{method: "GET", path: "/ready", summary: "Readiness: this member is part of a working Raft quorum", response: "Status", status: ok, handle: s.getReady},
+		{method: "GET", path: "/v1/members", scope: scopeCluster, summary: "The control plane's Raft members, leader, term and indexes", response: "Members", status: ok, handle: s.getMembers},
 
 		{method: "POST", path: pTenants, scope: scopeCluster, summary: "Create a tenant", request: "Tenant", response: "Tenant", status: created, handle: s.createTenant},
 		{method: "GET", path: pTenants, scope: scopeCluster, summary: "List tenants", response: "TenantList", status: ok, handle: s.listTenants},
@@ -81,6 +83,12 @@ func (s *Service) routes() []route {
 		{method: "GET", path: pCaches, scope: scopeTenant, summary: "List a namespace's caches", response: "CacheList", status: ok, handle: s.listCaches},
 		{method: "GET", path: pCache, scope: scopeTenant, summary: "Get a cache", response: "CacheSpec", status: ok, handle: s.getCache},
 		{method: "DELETE", path: pCache, scope: scopeTenant, summary: "Delete a cache", status: gone, handle: s.deleteCache},
+
+		{method: "POST", path: pNamespace + "/batch", scope: scopeTenant, summary: "Create streams and caches of a namespace all together or not at all (retry-safe with an idempotency key)", request: "BatchRequest", response: "BatchResponse", status: created, handle: s.createBatch},
+
+		{method: "POST", path: pRevocations, scope: scopeTenant, summary: "Revoke every token of a principal issued until now", request: "RevocationRequest", response: "Revocation", status: created, handle: s.createRevocation},
+		{method: "GET", path: pRevocations, scope: scopeTenant, summary: "List a tenant's revocations", response: "RevocationList", status: ok, handle: s.listRevocations},
+		{method: "DELETE", path: pRevocations + "/{subject}", scope: scopeTenant, summary: "Lift a principal's revocation", status: gone, handle: s.deleteRevocation},
 
 		{method: "POST", path: pTenant + "/tokens", scope: scopeToken, summary: "Mint a Felix token for the tenant", request: "TokenRequest", response: "TokenResponse", status: ok, handle: s.createToken},
 

@@ -160,7 +160,7 @@ func (s *Service) MintToken(c auth.Claims) (string, error) {
 // Snapshot returns every live resource of kind and the cursor to follow
 // the kind's changes from.
 func (s *Service) Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
-	if !validKind(kind) {
+	if !feedKind(kind) {
 		return nil, unknownKind(kind)
 	}
 	return s.store.Snapshot(ctx, kind)
@@ -168,7 +168,7 @@ func (s *Service) Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.Ca
 
 // Changes returns up to DefaultChangesLimit changes of kind after since.
 func (s *Service) Changes(ctx context.Context, kind wire.CatalogKind, since uint64) (*wire.CatalogPage, error) {
-	if !validKind(kind) {
+	if !feedKind(kind) {
 		return nil, unknownKind(kind)
 	}
 	return s.store.Changes(ctx, kind, since, DefaultChangesLimit)
@@ -184,5 +184,5 @@ func (s *Service) Close() error { return s.store.Close() }
 
 func unknownKind(kind wire.CatalogKind) error {
 	return &wire.Error{Code: wire.CodeInvalidRequest, Retry: wire.RetryFatal,
-		Message: fmt.Sprintf("kind: %q is not one of tenants, namespaces, caches, streams", kind)}
+		Message: fmt.Sprintf("kind: %q is not one of tenants, namespaces, caches, streams, revocations", kind)}
 }

@@ -13,7 +13,7 @@ import (
 
 func reopenService(t *testing.T, path string) *Service {
 	t.Helper()
-	store := openBolt(t, path)
+	store := openTestRaft(t, path)
 	svc, err := New(Config{Logger: quietLogger()}, store)
 	if err != nil {
 		store.Close()
@@ -35,7 +35,7 @@ func tokenKID(t *testing.T, tok string) string {
 }
 
 func TestBootstrapExactlyOnce(t *testing.T) {
-	path := t.TempDir() + "/cp.db"
+	path := t.TempDir()
 	svc := reopenService(t, path)
 	created, err := svc.Bootstrap(bg)
 	must(t, err)
@@ -77,7 +77,7 @@ func TestBootstrapExactlyOnce(t *testing.T) {
 }
 
 func TestServiceFeedsRejectUnknownKind(t *testing.T) {
-	svc := reopenService(t, t.TempDir()+"/cp.db")
+	svc := reopenService(t, t.TempDir())
 	defer svc.Close()
 	if _, err := svc.Snapshot(bg, "widgets"); err == nil {
 		t.Fatal("Snapshot accepted an unknown kind")

@@ -2,13 +2,15 @@ package controlplane
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
+	"github.com/felixmq/felix/raftmeta"
 	"github.com/felixmq/felix/wire"
 )
 
 // Store is the control plane's durable catalog: tenants, namespaces,
-// streams and caches, a change log per kind, and a small meta map. Every
+// streams, caches and revocations, a change log per kind, a small meta map
+// and RBAC records. Every
 // method is atomic: a mutation writes the resource, its change-log entries
 // and any cascaded removals in one transaction, or nothing at all.
 //
@@ -90,6 +92,40 @@ type Store interface {
 	// whether it did so.
 	Bootstrap(ctx context.Context, flag string, t wire.Tenant, ns wire.Namespace) (bool, error)
 
+	// BatchCreate creates every stream and cache of one namespace in one
+	// step, or nothing (ErrNotFound/ErrConflict naming the first culprit).
+	// With an idempotency key, repeating a batch that was applied succeeds
+	// again and reports replayed; the same key with other content is
+	// ErrConflict.
+	BatchCreate(ctx context.Context, b Batch) (replayed bool, err error)
+
+	// PutRevocation creates or replaces the revocation of one principal
+	// of an existing tenant.
+	PutRevocation(ctx context.Context, r wire.Revocation) error
+	// DeleteRevocation lifts a revocation (ErrNotFound when there is none).
+	DeleteRevocation(ctx context.Context, tenant, subject string) error
+	// Revocations lists a tenant's revocations, ordered by subject.
+	Revocations(ctx context.Context, tenant string) ([]wire.Revocation, error)
+
+	// PutPolicy creates or replaces a tenant's role.
+	PutPolicy(ctx context.Context, p Policy) error
+	// DeletePolicy removes a role (ErrNotFound when missing).
+	DeletePolicy(ctx context.Context, tenant, role string) error
+	// Policies lists a tenant's roles, ordered by name.
+	Policies(ctx context.Context, tenant string) ([]Policy, error)
+	// PutAssignment gives a principal a role.
+	PutAssignment(ctx context.Context, a Assignment) error
+	// DeleteAssignment takes a role from a principal (ErrNotFound when missing).
+	DeleteAssignment(ctx context.Context, tenant, principal, role string) error
+	// Assignments lists a tenant's assignments, ordered by principal, role.
+	Assignments(ctx context.Context, tenant string) ([]Assignment, error)
+
+	// Ready reports whether this member can serve consistent calls (it is
+	// part of a working quorum).
+	Ready() bool
+	// ClusterStatus returns the Raft group as this member sees it.
+	ClusterStatus(ctx context.Context) (raftmeta.Status, error)
+
 	// Close releases the store.
 	Close() error
 }
@@ -98,27 +134,17 @@ type Store interface {
 const DefaultChangesLimit = 1000
 
 // MaxChangesLimit bounds the page size a caller may ask for.
-const MaxChangesLimit = 10000
+const MaxChangesLimit = raftmeta.MaxChangesLimit
 
-// Sentinel errors of the Store. Errors returned by a Store wrap one of them
-// and carry a message naming the resource.
+// Sentinel errors of the Store, the same values as the catalog state
+// machine's. Errors returned by a Store wrap one of them and carry a
+// message naming the resource.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
+	ErrNotFound = raftmeta.ErrNotFound
+	ErrConflict = raftmeta.ErrConflict
 )
 
-// storeError is a Store failure with a readable message that unwraps to a
-// sentinel.
-type storeError struct {
-	kind error
-	msg  string
-}
-
-func (e *storeError) Error() string { return e.msg }
-func (e *storeError) Unwrap() error { return e.kind }
-
-func notFound(msg string) error { return &storeError{kind: ErrNotFound, msg: msg} }
-func conflict(msg string) error { return &storeError{kind: ErrConflict, msg: msg} }
+func notFound(msg string) error { return &raftmeta.CatalogError{Kind: ErrNotFound, Msg: msg} }
 
 // Resource paths: the keys a Store files resources under. Names never hold
 // '/', so a path prefix selects exactly one parent's children.
@@ -126,9 +152,6 @@ func tenantKey(t string) string           { return t }
 func namespaceKey(t, ns string) string    { return t + "/" + ns }
 func childKey(t, ns, name string) string  { return t + "/" + ns + "/" + name }
 func childPrefix(parentKey string) string { return parentKey + "/" }
-func streamKey(s wire.StreamSpec) string  { return childKey(s.TenantID, s.Namespace, s.Stream) }
-func cacheKey(c wire.CacheSpec) string    { return childKey(c.TenantID, c.Namespace, c.Cache) }
-func nsKey(n wire.Namespace) string       { return namespaceKey(n.TenantID, n.Namespace) }
 func validKind(k wire.CatalogKind) bool {
 	for _, x := range wire.CatalogKinds {
 		if x == k {
@@ -137,3 +160,8 @@ func validKind(k wire.CatalogKind) bool {
 	}
 	return false
 }
+
+func tenantWhat(t string) string        { return fmt.Sprintf("tenant %q", t) }
+func namespaceWhat(t, ns string) string { return fmt.Sprintf("namespace %q", namespaceKey(t, ns)) }
+func streamWhat(t, ns, s string) string { return fmt.Sprintf("stream %q", childKey(t, ns, s)) }
+func cacheWhat(t, ns, c string) string  { return fmt.Sprintf("cache %q", childKey(t, ns, c)) }

@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/felixmq/felix/wire"
@@ -37,14 +36,8 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 	}
 }
 
-func TestBoltStoreSuite(t *testing.T) {
-	testStore(t, func(t *testing.T) Store {
-		s, err := OpenBoltStore(filepath.Join(t.TempDir(), "cp.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+func TestRaftStoreSuiteOneMember(t *testing.T) {
+	testStore(t, func(t *testing.T) Store { return openTestRaft(t, t.TempDir()) })
 }
 
 func must(t *testing.T, err error) {

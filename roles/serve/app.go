@@ -50,10 +50,15 @@ func App(build BuildInfo) *cli.App {
 		},
 		{
 			Name:      "controlplane",
-			Usage:     "run only the control plane (catalog, tokens, JWKS)",
-			UsageText: "felix controlplane [--data-dir DIR] [--controlplane-addr HOST:PORT]",
-			Flags:     serverFlags(),
-			Action:    func(c *cli.Context) error { return runNode(c, true, false) },
+			Usage:     "run only the control plane (catalog, tokens, JWKS), alone or as a member of a Raft group",
+			UsageText: "felix controlplane [--data-dir DIR] [--controlplane-addr HOST:PORT] [--raft-node-id N --raft-peers 1=URL,2=URL,3=URL] [--raft-data-dir DIR]",
+			Description: "Without --raft-peers the control plane is a one-voter Raft group. With them it is member\n" +
+				"--raft-node-id of that group: writes on any member are forwarded to the leader, reads are\n" +
+				"linearizable, and /ready is false while the member cannot reach a quorum. Peers listen on the\n" +
+				"host:port of their own --raft-peers entry, with TLS when FELIX_CONTROLPLANE_TLS_CERT/_KEY are\n" +
+				"set (mutual with FELIX_CONTROLPLANE_TLS_CLIENT_CA).",
+			Flags:  append(serverFlags(), raftFlags()...),
+			Action: func(c *cli.Context) error { return runNode(c, true, false) },
 		},
 	}, felixcli.Commands(build)...)
 	app.Commands = append(app.Commands, bench.Command())

@@ -4,10 +4,19 @@
 // catalog and the token keys straight from the control plane's service),
 // with all state under one data directory:
 //
-//	<data-dir>/controlplane.db   catalog and signing keys (bbolt)
+//	<data-dir>/raft/raft.db      the control plane's Raft log and snapshots
+//	<data-dir>/raft/catalog.db   catalog, signing keys, revocations (bbolt)
 //	<data-dir>/tls/ca.pem        development CA (when no operator certificate is given)
 //	<data-dir>/admin.token       cluster-scope token (0600), minted on first start
 //	<data-dir>/client.json       what a client needs: addresses, CA file, token file, tenant
+//
+// The control plane is always a Raft member: a one-voter group with a
+// loopback peer port for `felix serve`, or member --raft-node-id of the
+// --raft-peers group for `felix controlplane`. A controlplane.db left by an
+// earlier release is moved into the Raft store on the first start and
+// renamed controlplane.db.migrated. FELIX_CONTROLPLANE_TLS_CERT/_KEY serve
+// the REST API over TLS and secure peer traffic (mutual with
+// FELIX_CONTROLPLANE_TLS_CLIENT_CA).
 //
 // `felix broker` and `felix controlplane` run one role each; the broker
 // then syncs the catalog over HTTP. Only this package (and roles/dev)

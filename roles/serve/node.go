@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,17 @@ type httpServer struct {
 }
 
 func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpServer, error) {
+	return startHTTPTLS(addr, h, nil, log)
+}
+
+// startHTTPTLS serves h on addr, over TLS when tlsConf is set.
+func startHTTPTLS(addr string, h http.Handler, tlsConf *tls.Config, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	s := &httpServer{
 		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
@@ -77,40 +86,87 @@ func newLogger(w io.Writer, env func(string) string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// controlPlaneRole opens the catalog, bootstraps it once and mints the
-// admin token on first start.
-func controlPlaneRole(ctx context.Context, o *options, log *slog.Logger) (*controlplane.Service, error) {
+// controlPlaneRole opens the Raft catalog (moving a single-node catalog
+// file of an earlier release into it once), waits for a quorum, loads the
+// signing key, bootstraps the catalog once for the whole group and mints
+// this member's admin token on first start.
+func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog.Logger) (*controlplane.Service, *controlPlaneTLS, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("--data-dir: %w", err)
+		return nil, nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	store, err := controlplane.OpenBoltStore(filepath.Join(o.DataDir, "controlplane.db"))
+	ro, err := loadRaftOptions(c, o)
 	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", err)
+		return nil, nil, cli.Exit(err.Error(), 2)
+	}
+	ct, err := loadControlPlaneTLS(o)
+	if err != nil {
+		return nil, nil, cli.Exit(err.Error(), 2)
+	}
+	store, err := openRaftStore(ro, ct, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the raft catalog: %w", err)
+	}
+	if err := waitForQuorum(ctx, store, log); err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	legacy := filepath.Join(o.DataDir, controlplane.LegacyCatalogFile)
+	if err := controlplane.MigrateLegacyCatalog(ctx, store, legacy, log); err != nil {
+		store.Close()
+		return nil, nil, err
 	}
 	cp, err := controlplane.New(controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
 	if err != nil {
 		store.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := cp.Bootstrap(ctx); err != nil { // logs when it creates something
 		cp.Close()
-		return nil, fmt.Errorf("bootstrap: %w", err)
+		return nil, nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	tokenPath := filepath.Join(o.DataDir, adminTokenFile)
 	if _, err := os.Stat(tokenPath); errors.Is(err, os.ErrNotExist) {
 		tok, err := cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
 		if err != nil {
 			cp.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		if wrote, err := writeFileOnce(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
 			cp.Close()
-			return nil, fmt.Errorf("write %s: %w", tokenPath, err)
+			return nil, nil, fmt.Errorf("write %s: %w", tokenPath, err)
 		} else if wrote {
 			log.Info("wrote the admin token", "file", tokenPath)
 		}
 	}
-	return cp, nil
+	return cp, ct, nil
+}
+
+// startControlPlaneHTTP serves the REST API: over TLS with the control
+// plane's certificate, else plain HTTP (with a warning unless it is bound
+// to loopback only). It returns the base URL.
+func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlaneTLS, log *slog.Logger) (*httpServer, string, error) {
+	if ct == nil {
+		srv, err := startHTTP(o.ControlPlaneAddr, cp.Handler(), log)
+		if err != nil {
+			return nil, "", err
+		}
+		if isLoopback(srv.addr) {
+			log.Warn("the control plane API is plain HTTP, reachable from this machine only; set FELIX_CONTROLPLANE_TLS_CERT and _KEY to serve it further", "addr", srv.addr.String())
+		} else {
+			log.Warn("the control plane API is plain HTTP on a non-loopback address; set FELIX_CONTROLPLANE_TLS_CERT and _KEY", "addr", srv.addr.String())
+		}
+		return srv, "http://" + srv.addr.String(), nil
+	}
+	srv, err := startHTTPTLS(o.ControlPlaneAddr, cp.Handler(), ct.restConfig(), log)
+	if err != nil {
+		return nil, "", err
+	}
+	return srv, "https://" + srv.addr.String(), nil
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // runNode runs the roles selected and blocks until a signal ends them.
@@ -159,13 +215,13 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		}
 	}
 	if withControlPlane {
-		if cp, err = controlPlaneRole(ctx, o, log); err != nil {
+		var ct *controlPlaneTLS
+		if cp, ct, err = controlPlaneRole(ctx, c, o, log); err != nil {
 			return err
 		}
-		if cpHTTP, err = startHTTP(o.ControlPlaneAddr, cp.Handler(), log); err != nil {
+		if cpHTTP, cpURL, err = startControlPlaneHTTP(o, cp, ct, log); err != nil {
 			return fmt.Errorf("--controlplane-addr %s: %w", o.ControlPlaneAddr, err)
 		}
-		cpURL = "http://" + cpHTTP.addr.String()
 		catalog = cp
 		log.Info("control plane listening", "url", cpURL)
 	}

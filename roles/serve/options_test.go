@@ -73,3 +73,46 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 		t.Fatalf("bad values: %v, want both reported", err)
 	}
 }
+
+func TestRaftOptions(t *testing.T) {
+	parseRaft := func(args ...string) (raftOptions, error) {
+		t.Helper()
+		var ro raftOptions
+		var err error
+		app := &cli.App{Name: "t", Flags: append(serverFlags(), raftFlags()...), Action: func(c *cli.Context) error {
+			o, oerr := loadOptions(c)
+			if oerr != nil {
+				return oerr
+			}
+			ro, err = loadRaftOptions(c, o)
+			return nil
+		}}
+		if rerr := app.Run(append([]string{"t"}, args...)); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return ro, err
+	}
+	ro, err := parseRaft("--data-dir", "/d")
+	if err != nil || ro.NodeID != 1 || ro.Peers != nil || ro.DataDir != "/d/raft" {
+		t.Fatalf("defaults: %+v %v", ro, err)
+	}
+	t.Setenv("FELIX_RAFT_TICK_MS", "50")
+	ro, err = parseRaft("--raft-node-id", "2", "--raft-peers", "1=https://a:7001, 2=https://b:7001,3=https://c:7001", "--raft-data-dir", "/r")
+	if err != nil || ro.NodeID != 2 || len(ro.Peers) != 3 || ro.Peers[2] != "https://b:7001" || ro.DataDir != "/r" || ro.Tick != 50*time.Millisecond {
+		t.Fatalf("group member: %+v %v", ro, err)
+	}
+	t.Setenv("FELIX_RAFT_TICK_MS", "0")
+	_, err = parseRaft("--raft-node-id", "4", "--raft-peers", "1=https://a:7001,1=https://b:7001")
+	for _, want := range []string{"FELIX_RAFT_TICK_MS", "appears twice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("bad settings: %v, want %q", err, want)
+		}
+	}
+	t.Setenv("FELIX_RAFT_TICK_MS", "")
+	if _, err = parseRaft("--raft-peers", "1=https://a:7001"); err == nil || !strings.Contains(err.Error(), "--raft-node-id") {
+		t.Fatalf("peers without an id: %v", err)
+	}
+	if _, err = parseRaft("--raft-node-id", "3", "--raft-peers", "1=https://a:7001"); err == nil || !strings.Contains(err.Error(), "no entry") {
+		t.Fatalf("id not among the peers: %v", err)
+	}
+}

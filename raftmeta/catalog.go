@@ -1,0 +1,233 @@
+package raftmeta
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// DefaultChangeLogKeep is how many change-log entries the catalog keeps
+// per kind before trimming the oldest.
+const DefaultChangeLogKeep = 10000
+
+// maxIdempotencyKeys bounds the remembered batch idempotency keys; the
+// oldest are forgotten first.
+const maxIdempotencyKeys = 10000
+
+// FeedKinds are the kinds with a live bucket and a change log: the
+// catalog's kinds and the revocations.
+var FeedKinds = append(append([]wire.CatalogKind{}, wire.CatalogKinds...), wire.KindRevocations)
+
+var (
+	catMetaBucket  = []byte("meta")
+	catStateBucket = []byte("raftstate")
+	catAppliedKey  = []byte("applied")
+	catIdemBucket  = []byte("idempotency")
+	catIdemLog     = []byte("log/idempotency")
+	catReqBucket   = []byte("requests")
+	catReqLog      = []byte("log/requests")
+	recordBuckets  = map[string][]byte{RecordPolicies: []byte(RecordPolicies), RecordAssignments: []byte(RecordAssignments)}
+)
+
+// liveBucket holds a kind's live resources: key -> the CatalogItem (Op
+// put) that last wrote it.
+func liveBucket(k wire.CatalogKind) []byte { return []byte(k) }
+
+// logBucket holds a kind's change log: 8-byte big-endian sequence number
+// -> CatalogItem. The bucket's own sequence is the kind's counter, and the
+// kept keys are contiguous up to it.
+func logBucket(k wire.CatalogKind) []byte { return []byte("log/" + string(k)) }
+
+// Catalog is the control plane's replicated state machine: tenants,
+// namespaces, streams, caches and revocations with a change log per kind,
+// a meta map, RBAC record buckets and batch idempotency keys, all in one
+// bbolt file. The applied index is written in the same transaction as
+// every change. Reads are local: call Node.ReadIndex first for a
+// linearizable read.
+type Catalog struct {
+	db   *bolt.DB
+	dir  string
+	keep uint64
+}
+
+// CatalogOption adjusts a Catalog at open.
+type CatalogOption func(*catalogOptions)
+
+type catalogOptions struct {
+	bolt bolt.Options
+	keep uint64
+}
+
+// CatalogNoSync skips fsync on every apply (see KVNoSync): for tests.
+func CatalogNoSync() CatalogOption { return func(o *catalogOptions) { o.bolt.NoSync = true } }
+
+// CatalogChangeLogKeep sets how many change-log entries are kept per kind
+// (default DefaultChangeLogKeep, at least 1). Every member of a group must
+// use the same value, or their states differ.
+func CatalogChangeLogKeep(n int) CatalogOption {
+	return func(o *catalogOptions) { o.keep = uint64(max(n, 1)) }
+}
+
+// OpenCatalog opens (creating if needed) the catalog in the bbolt file at
+// path. It fails rather than waiting when another process holds the file.
+func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
+	o := catalogOptions{bolt: bolt.Options{Timeout: time.Second}, keep: DefaultChangeLogKeep}
+	for _, f := range opts {
+		f(&o)
+	}
+	db, err := bolt.Open(path, 0o600, &o.bolt)
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
+	}
+	if err := db.Update(createCatalogBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
+	}
+	return &Catalog{db: db, dir: filepath.Dir(path), keep: o.keep}, nil
+}
+
+func createCatalogBuckets(tx *bolt.Tx) error {
+	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog}
+	for _, k := range FeedKinds {
+		names = append(names, liveBucket(k), logBucket(k))
+	}
+	for _, b := range recordBuckets {
+		names = append(names, b)
+	}
+	return createBuckets(tx, names...)
+}
+
+// Close closes the file.
+func (c *Catalog) Close() error { return c.db.Close() }
+
+// AppliedIndex implements StateMachine.
+func (c *Catalog) AppliedIndex() uint64 {
+	var i uint64
+	_ = c.db.View(func(tx *bolt.Tx) error { // a View of an open DB cannot fail
+		i = catApplied(tx)
+		return nil
+	})
+	return i
+}
+
+func catApplied(tx *bolt.Tx) uint64 {
+	if b := tx.Bucket(catStateBucket); b != nil {
+		return getU64(b.Get(catAppliedKey))
+	}
+	return 0
+}
+
+// errRollback undoes a command's writes when its outcome is a
+// deterministic error.
+var errRollback = errors.New("roll back")
+
+// Apply implements StateMachine. A command runs in one transaction with
+// the applied index; when it fails deterministically its writes are rolled
+// back and only the applied index (and the outcome of a command with a
+// request id) is written, in a second transaction (a crash between the two
+// re-applies the command, with the same outcome).
+func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
+	var (
+		result   []byte
+		applyErr error
+		skipped  bool
+		req      string
+	)
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		if index <= catApplied(tx) {
+			skipped = true
+			return nil
+		}
+		var cmd catalogCmd
+		if err := json.Unmarshal(raw, &cmd); err != nil {
+			applyErr = badCommand(err.Error())
+			return errRollback
+		}
+		req = cmd.Request
+		if out, ok := recordedOutcome(tx, req); ok {
+			result, applyErr = out.result()
+			return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+		}
+		result, applyErr = c.applyCmd(tx, cmd)
+		if applyErr != nil {
+			if !isDeterministic(applyErr) {
+				return applyErr
+			}
+			return errRollback
+		}
+		if err := recordOutcome(tx, req, result, nil); err != nil {
+			return err
+		}
+		return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+	})
+	switch {
+	case skipped:
+		return nil, nil
+	case errors.Is(err, errRollback):
+		err = c.db.Update(func(tx *bolt.Tx) error {
+			if err := recordOutcome(tx, req, nil, applyErr); err != nil {
+				return err
+			}
+			return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("raftmeta catalog: apply %d: %w", index, err)
+		}
+		return nil, applyErr
+	case err != nil:
+		return nil, fmt.Errorf("raftmeta catalog: apply %d: %w", index, err)
+	}
+	return result, applyErr
+}
+
+func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
+	if cmd.V != catalogCmdVersion {
+		return nil, badCommand(fmt.Sprintf("version %d", cmd.V))
+	}
+	if len(cmd.Request) > maxRequestIDLen {
+		return nil, badCommand("request id too long")
+	}
+	w := &writer{tx: tx, keep: c.keep}
+	switch cmd.Op {
+	case opWrite:
+		return nil, w.applyWrite(cmd)
+	case opDelete:
+		return nil, w.applyDelete(cmd)
+	case opPutMeta:
+		return nil, w.applyPutMeta(cmd)
+	case opPutMetaAbsent:
+		return w.applyPutMetaIfAbsent(cmd)
+	case opBootstrap:
+		return w.applyBootstrap(cmd)
+	case opBatch:
+		return w.applyBatch(cmd.Batch)
+	case opPutRecord, opDeleteRecord:
+		return nil, w.applyRecord(cmd)
+	case opImport:
+		return w.applyImport(cmd.Import)
+	}
+	return nil, badCommand(fmt.Sprintf("unknown op %q", cmd.Op))
+}
+
+// Snapshot implements StateMachine: a logical copy of every bucket, so
+// members with the same applied commands produce byte-identical snapshots.
+func (c *Catalog) Snapshot() (io.ReadCloser, uint64, error) {
+	return SnapshotBoltToFile(c.db, c.dir, catApplied)
+}
+
+// Restore implements StateMachine.
+func (c *Catalog) Restore(r io.Reader) error {
+	return c.db.Update(func(tx *bolt.Tx) error {
+		if err := RestoreBoltSnapshot(tx, r); err != nil {
+			return err
+		}
+		return createCatalogBuckets(tx)
+	})
+}

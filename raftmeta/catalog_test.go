@@ -1,0 +1,221 @@
+package raftmeta
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/felixmq/felix/wire"
+)
+
+func openTestCatalog(t *testing.T, opts ...CatalogOption) *Catalog {
+	t.Helper()
+	c, err := OpenCatalog(filepath.Join(t.TempDir(), "catalog.db"), append(opts, CatalogNoSync())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// catalogScript is a command sequence touching every operation, including
+// ones that fail deterministically.
+func catalogScript() [][]byte {
+	ten := func(id string) wire.CatalogItem { return wire.CatalogItem{Tenant: &wire.Tenant{TenantID: id}} }
+	ns := func(t, n string) wire.CatalogItem {
+		return wire.CatalogItem{Namespace: &wire.Namespace{TenantID: t, Namespace: n}}
+	}
+	st := func(name string) wire.StreamSpec {
+		return wire.StreamSpec{TenantID: "acme", Namespace: "prod", Stream: name, Shards: 2}
+	}
+	cmds := [][]byte{
+		CmdBootstrap("bootstrapped", []byte("2026-01-01T00:00:00Z"), wire.Tenant{TenantID: "default"}, wire.Namespace{TenantID: "default", Namespace: "default"}),
+		CmdBootstrap("bootstrapped", []byte("2026-01-02T00:00:00Z"), wire.Tenant{TenantID: "default"}, wire.Namespace{TenantID: "default", Namespace: "default"}),
+		CmdPutMetaIfAbsent("signing_key", []byte("key-1")),
+		CmdPutMetaIfAbsent("signing_key", []byte("key-2")),
+		CmdWrite(wire.KindTenants, ModeCreate, ten("acme")),
+		CmdWrite(wire.KindTenants, ModeCreate, ten("acme")), // conflict
+		CmdWrite(wire.KindNamespaces, ModeCreate, ns("acme", "prod")),
+		CmdWrite(wire.KindNamespaces, ModeCreate, ns("ghost", "prod")), // not found
+		CmdBatch(Batch{Tenant: "acme", Namespace: "prod", IdempotencyKey: "b1", Streams: []wire.StreamSpec{st("a"), st("b")},
+			Caches: []wire.CacheSpec{{TenantID: "acme", Namespace: "prod", Cache: "c"}}}),
+		CmdBatch(Batch{Tenant: "acme", Namespace: "prod", Streams: []wire.StreamSpec{st("c"), st("a")}}), // conflict, nothing kept
+		CmdWrite(wire.KindRevocations, ModePut, wire.CatalogItem{Revocation: &wire.Revocation{TenantID: "acme", Subject: "bob", RevokedBefore: 100}}),
+		CmdPutRecord(RecordPolicies, "acme/reader", []byte(`{"role":"reader"}`)),
+		CmdDelete(wire.KindNamespaces, "acme/prod", false), // conflict: has children
+		CmdDelete(wire.KindStreams, "acme/prod/b", false),
+		CmdPutMeta("x", []byte("y")),
+		[]byte("not json"),
+		[]byte(`{"v":99,"op":"write"}`),
+		CmdImport(Import{Tenants: []wire.Tenant{{TenantID: "z"}}}), // not empty: skipped
+	}
+	for i := range 50 {
+		cmds = append(cmds, CmdWrite(wire.KindStreams, ModeCreate, wire.CatalogItem{Stream: ptr(st(fmt.Sprintf("s%02d", i)))}))
+	}
+	return append(cmds, CmdDelete(wire.KindTenants, "acme", true))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func catalogSnapshotBytes(t *testing.T, c *Catalog) []byte {
+	t.Helper()
+	rc, _, err := c.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCatalogDeterministicSnapshots(t *testing.T) {
+	a, b := openTestCatalog(t, CatalogChangeLogKeep(20)), openTestCatalog(t, CatalogChangeLogKeep(20))
+	for i, cmd := range catalogScript() {
+		ra, ea := a.Apply(uint64(i+1), cmd)
+		rb, eb := b.Apply(uint64(i+1), cmd)
+		if !bytes.Equal(ra, rb) || fmt.Sprint(ea) != fmt.Sprint(eb) {
+			t.Fatalf("command %d: results differ: %q/%v vs %q/%v", i, ra, ea, rb, eb)
+		}
+		if ea != nil && !isDeterministic(ea) {
+			t.Fatalf("command %d: local error %v", i, ea)
+		}
+	}
+	sa, sb := catalogSnapshotBytes(t, a), catalogSnapshotBytes(t, b)
+	if !bytes.Equal(sa, sb) {
+		t.Fatal("the same commands gave different snapshots")
+	}
+	// A third catalog restored from the snapshot is identical too, and
+	// re-applying old indexes does nothing.
+	c := openTestCatalog(t, CatalogChangeLogKeep(20))
+	if err := c.Restore(bytes.NewReader(sa)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Apply(3, CmdPutMeta("x", []byte("changed"))); res != nil || err != nil {
+		t.Fatalf("re-applied an old index: %q %v", res, err)
+	}
+	if !bytes.Equal(catalogSnapshotBytes(t, c), sa) {
+		t.Fatal("restored catalog differs")
+	}
+	if c.AppliedIndex() != uint64(len(catalogScript())) {
+		t.Fatalf("applied index %d", c.AppliedIndex())
+	}
+}
+
+func TestCatalogOutcomes(t *testing.T) {
+	c := openTestCatalog(t)
+	idx := uint64(0)
+	apply := func(cmd []byte) ([]byte, error) { idx++; return c.Apply(idx, cmd) }
+	for i, cmd := range catalogScript()[:10] {
+		res, err := apply(cmd)
+		switch i {
+		case 0:
+			if string(res) != "1" || err != nil {
+				t.Fatalf("first bootstrap: %q %v", res, err)
+			}
+		case 1:
+			if string(res) != "0" {
+				t.Fatalf("second bootstrap: %q", res)
+			}
+		case 3:
+			if string(res) != "key-1" {
+				t.Fatalf("second put-if-absent returned %q, want the first value", res)
+			}
+		case 5, 9:
+			if !errors.Is(err, ErrConflict) {
+				t.Fatalf("command %d: %v, want conflict", i, err)
+			}
+		case 7:
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("command %d: %v, want not found", i, err)
+			}
+		}
+	}
+	if _, ok, _ := c.Item(wire.KindStreams, "acme/prod/c"); ok {
+		t.Fatal("a failed batch left a stream behind")
+	}
+	if c.AppliedIndex() != idx {
+		t.Fatalf("applied %d after %d commands (failed ones must advance it too)", c.AppliedIndex(), idx)
+	}
+	if res, err := apply(CmdBatch(Batch{Tenant: "acme", Namespace: "prod", IdempotencyKey: "b1",
+		Streams: []wire.StreamSpec{{TenantID: "acme", Namespace: "prod", Stream: "a", Shards: 2}, {TenantID: "acme", Namespace: "prod", Stream: "b", Shards: 2}},
+		Caches:  []wire.CacheSpec{{TenantID: "acme", Namespace: "prod", Cache: "c"}}})); err != nil || string(res) != "replayed" {
+		t.Fatalf("retried batch: %q %v", res, err)
+	}
+	imp, err := c.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTestCatalog(t)
+	if res, err := fresh.Apply(1, CmdImport(*imp)); err != nil || string(res) != "1" {
+		t.Fatalf("import: %q %v", res, err)
+	}
+	if v, ok, _ := fresh.Meta("signing_key"); !ok || string(v) != "key-1" {
+		t.Fatalf("imported meta: %q", v)
+	}
+	if items, _ := fresh.Items(wire.KindStreams, ""); len(items) != 2 {
+		t.Fatalf("imported %d streams, want 2", len(items))
+	}
+}
+
+func FuzzCatalogApply(f *testing.F) {
+	for _, cmd := range catalogScript()[:20] {
+		f.Add(cmd)
+	}
+	c, err := OpenCatalog(filepath.Join(f.TempDir(), "catalog.db"), CatalogNoSync())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	idx := uint64(0)
+	f.Fuzz(func(t *testing.T, cmd []byte) {
+		idx++
+		if _, err := c.Apply(idx, cmd); err != nil && !isDeterministic(err) {
+			t.Fatalf("local error from a bad command: %v", err)
+		}
+	})
+}
+
+func TestCatalogRequestIDsApplyOnce(t *testing.T) {
+	c := openTestCatalog(t)
+	must := func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	create := must(WithRequestID(CmdWrite(wire.KindTenants, ModeCreate, wire.CatalogItem{Tenant: &wire.Tenant{TenantID: "acme"}}), "req-1"))
+	if _, err := c.Apply(1, create); err != nil {
+		t.Fatal(err)
+	}
+	// The same request committed again (a re-proposal) answers like the first.
+	if _, err := c.Apply(2, create); err != nil {
+		t.Fatalf("re-proposed create: %v, want the first outcome (success)", err)
+	}
+	dup := must(WithRequestID(CmdWrite(wire.KindTenants, ModeCreate, wire.CatalogItem{Tenant: &wire.Tenant{TenantID: "acme"}}), "req-2"))
+	if _, err := c.Apply(3, dup); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a new request creating the same tenant: %v, want conflict", err)
+	}
+	if _, err := c.Apply(4, dup); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "acme") {
+		t.Fatalf("re-proposed failed request: %v, want its recorded conflict", err)
+	}
+	ask := must(WithRequestID(CmdPutMetaIfAbsent("k", []byte("v1")), "req-3"))
+	c.Apply(5, ask)
+	c.Apply(6, CmdPutMeta("k", []byte("v2")))
+	if res, err := c.Apply(7, ask); err != nil || string(res) != "v1" {
+		t.Fatalf("re-proposed put-if-absent: %q %v, want the recorded v1", res, err)
+	}
+	if c.AppliedIndex() != 7 {
+		t.Fatalf("applied index %d", c.AppliedIndex())
+	}
+	if _, err := WithRequestID([]byte("junk"), "x"); err == nil {
+		t.Fatal("WithRequestID accepted a non-command")
+	}
+}

@@ -1,0 +1,98 @@
+package controlplane
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// A member stopped while thousands of entries are written and compacted
+// away comes back, catches up from a snapshot of the catalog, and ends
+// with a byte-identical state.
+func TestRaftStoreSnapshotInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes thousands of entries")
+	}
+	g := openTestGroup(t, 3, withSnapshotEvery(200))
+	seedNamespace(t, g.stores[1], "acme", "prod")
+	g.stop(3)
+
+	const n, workers = 2000, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := g.stores[uint64(w%2+1)]
+			for i := w; i < n; i += workers {
+				if err := s.CreateStream(bg, wire.StreamSpec{TenantID: "acme", Namespace: "prod", Stream: fmt.Sprintf("s%04d", i), Shards: 1}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	g.restart(3)
+	list, err := g.stores[3].Streams(bg, "acme", "prod") // waits for the catch-up
+	must(t, err)
+	if len(list) != n {
+		t.Fatalf("member 3 has %d streams after catching up, want %d", len(list), n)
+	}
+	if installed := snapshotsInstalled(3); installed < 1 {
+		t.Fatalf("member 3 installed %v snapshots, want at least one", installed)
+	}
+	// Quiesce (a barrier on every member), then compare the state machines.
+	for id := uint64(1); id <= 3; id++ {
+		_, _, err := g.stores[id].Meta(bg, "x")
+		must(t, err)
+	}
+	waitFor(t, "identical applied indexes", func() bool {
+		a := g.stores[1].Catalog().AppliedIndex()
+		return a == g.stores[2].Catalog().AppliedIndex() && a == g.stores[3].Catalog().AppliedIndex()
+	})
+	want := catalogBytes(t, g.stores[1])
+	for id := uint64(2); id <= 3; id++ {
+		if !bytes.Equal(catalogBytes(t, g.stores[id]), want) {
+			t.Fatalf("member %d's catalog differs from member 1's", id)
+		}
+	}
+}
+
+func catalogBytes(t *testing.T, s *RaftStore) []byte {
+	t.Helper()
+	rc, _, err := s.Catalog().Snapshot()
+	must(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	must(t, err)
+	return b
+}
+
+var installedLine = regexp.MustCompile(`felix_raft_snapshots_installed_total\{member="(\d+)"\} (\d+)`)
+
+func snapshotsInstalled(member int) int {
+	var buf bytes.Buffer
+	metrics.WritePrometheus(&buf, false)
+	for _, m := range installedLine.FindAllStringSubmatch(buf.String(), -1) {
+		if m[1] == strconv.Itoa(member) {
+			v, _ := strconv.Atoi(m[2])
+			return v
+		}
+	}
+	return 0
+}
