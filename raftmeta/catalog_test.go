@@ -219,3 +219,43 @@ func TestCatalogRequestIDsApplyOnce(t *testing.T) {
 		t.Fatal("WithRequestID accepted a non-command")
 	}
 }
+
+// Applying the script in batches of every size gives the same results,
+// errors and snapshot as applying it entry by entry.
+func TestCatalogApplyBatchMatchesApply(t *testing.T) {
+	script := catalogScript()
+	one := openTestCatalog(t)
+	var want []BatchResult
+	for i, cmd := range script {
+		res, err := one.Apply(uint64(i+1), cmd)
+		want = append(want, BatchResult{Result: res, Err: err})
+	}
+	wantSnap := catalogSnapshotBytes(t, one)
+	for _, size := range []int{1, 3, 7, len(script)} {
+		c := openTestCatalog(t)
+		var got []BatchResult
+		for start := 0; start < len(script); start += size {
+			var batch []BatchEntry
+			for i := start; i < min(start+size, len(script)); i++ {
+				batch = append(batch, BatchEntry{Index: uint64(i + 1), Cmd: script[i]})
+			}
+			res, err := c.ApplyBatch(batch)
+			if err != nil {
+				t.Fatalf("batch size %d at %d: %v", size, start, err)
+			}
+			got = append(got, res...)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].Result, want[i].Result) || fmt.Sprint(got[i].Err) != fmt.Sprint(want[i].Err) {
+				t.Fatalf("batch size %d, entry %d: got %q/%v, want %q/%v", size, i+1, got[i].Result, got[i].Err, want[i].Result, want[i].Err)
+			}
+		}
+		if !bytes.Equal(catalogSnapshotBytes(t, c), wantSnap) {
+			t.Fatalf("batch size %d: snapshot differs from entry-by-entry apply", size)
+		}
+		// Entries already applied are skipped, as Apply skips them.
+		if res, err := c.ApplyBatch([]BatchEntry{{Index: 1, Cmd: script[0]}}); err != nil || res[0].Result != nil || res[0].Err != nil {
+			t.Fatalf("re-applied entry 1: %+v %v", res, err)
+		}
+	}
+}

@@ -29,3 +29,25 @@ type StateMachine interface {
 	// snapshot produced by Snapshot, atomically.
 	Restore(r io.Reader) error
 }
+
+// BatchApplier is a StateMachine that can apply several committed entries
+// in one durable step (one transaction, one fsync). The node hands it all
+// the normal entries of one Ready at once. The results must be exactly
+// what Apply would have returned entry by entry, and a non-deterministic
+// failure is returned as the error, with the results of the entries before
+// it.
+type BatchApplier interface {
+	ApplyBatch(entries []BatchEntry) ([]BatchResult, error)
+}
+
+// BatchEntry is one committed command for ApplyBatch.
+type BatchEntry struct {
+	Index uint64
+	Cmd   []byte
+}
+
+// BatchResult is what Apply would have returned for one entry.
+type BatchResult struct {
+	Result []byte
+	Err    error
+}

@@ -90,10 +90,8 @@ func (n *Node) handleReady(rd raft.Ready) error {
 		}
 	}
 	n.tr.send(rd.Messages)
-	for _, e := range rd.CommittedEntries {
-		if err := n.applyEntry(e); err != nil {
-			return err
-		}
+	if err := n.applyCommitted(rd.CommittedEntries); err != nil {
+		return err
 	}
 	n.deliverReads(rd.ReadStates)
 	return n.maybeSnapshot()
@@ -138,6 +136,79 @@ func (n *Node) afterSnapshotSaved(snap *pb.Snapshot) error {
 	return n.endCatchUp(ended)
 }
 
+// applyCommitted applies a Ready's committed entries in order. With a
+// BatchApplier, each run of normal entries goes to the state machine in
+// one call, so one fsync covers them all.
+func (n *Node) applyCommitted(ents []*pb.Entry) error {
+	ba, batching := n.fsm.(BatchApplier)
+	for i := 0; i < len(ents); {
+		if !batching || ents[i].GetType() != pb.EntryNormal {
+			if err := n.applyEntry(ents[i]); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(ents) && ents[j].GetType() == pb.EntryNormal {
+			j++
+		}
+		if err := n.applyNormalBatch(ba, ents[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// applyNormalBatch applies a run of normal entries with one ApplyBatch and
+// answers their proposers.
+func (n *Node) applyNormalBatch(ba BatchApplier, ents []*pb.Entry) error {
+	var batch []BatchEntry
+	var ids []uint64
+	for _, e := range ents {
+		if len(e.GetData()) == 0 || e.GetIndex() <= n.fsmApplied {
+			continue
+		}
+		id, cmd, err := decodeEnvelope(e.GetData())
+		if err != nil {
+			n.log.Error("skipping undecodable entry", "index", e.GetIndex(), "err", err)
+			continue
+		}
+		batch = append(batch, BatchEntry{Index: e.GetIndex(), Cmd: cmd})
+		ids = append(ids, id)
+	}
+	if len(batch) > 0 {
+		results, err := ba.ApplyBatch(batch)
+		for k, r := range results {
+			n.fsmApplied = batch[k].Index
+			n.answer(ids[k], proposalResult{result: r.Result, err: r.Err})
+		}
+		if err != nil {
+			return fmt.Errorf("raftmeta: state machine failed in a batch: %w", err)
+		}
+	}
+	last := ents[len(ents)-1].GetIndex()
+	n.mu.Lock()
+	n.applied = last
+	n.commit = max(n.commit, n.applied)
+	n.met.observe(n.term, n.commit, n.applied, n.role == raft.StateLeader)
+	n.notifyLocked()
+	n.mu.Unlock()
+	return nil
+}
+
+// answer hands a proposal's outcome to its waiting proposer, if any.
+func (n *Node) answer(id uint64, r proposalResult) {
+	n.mu.Lock()
+	ch := n.pending[id]
+	delete(n.pending, id)
+	n.mu.Unlock()
+	if ch != nil {
+		ch <- r // buffered, one send per id
+	}
+}
+
 // applyEntry applies one committed entry.
 func (n *Node) applyEntry(e *pb.Entry) error {
 	var err error
@@ -174,13 +245,7 @@ func (n *Node) applyNormal(e *pb.Entry) error {
 		return fmt.Errorf("raftmeta: state machine failed at index %d: %w", e.GetIndex(), applyErr)
 	}
 	n.fsmApplied = e.GetIndex()
-	n.mu.Lock()
-	ch := n.pending[id]
-	delete(n.pending, id)
-	n.mu.Unlock()
-	if ch != nil {
-		ch <- proposalResult{result: result, err: applyErr} // buffered, one send per id
-	}
+	n.answer(id, proposalResult{result: result, err: applyErr})
 	return nil
 }
 
