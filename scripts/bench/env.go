@@ -22,6 +22,7 @@ type env struct {
 	felixes  map[string]*felixNode
 	natses   map[string]*natsNode
 	etcds    map[string]*etcdCluster
+	groups   map[string]*felixCluster
 	warnings map[string]string // by workload, added to its notes
 }
 
@@ -88,6 +89,19 @@ func (e *env) nats(ctx context.Context, key string, cfg natsConfig) (*natsNode, 
 	return n, nil
 }
 
+// felixGroup returns the running three-member Felix control plane for key.
+func (e *env) felixGroup(ctx context.Context, key string) (*felixCluster, error) {
+	if c, ok := e.groups[key]; ok {
+		return c, nil
+	}
+	c, err := startFelixCluster(ctx, e.p, e.felixBin, e.dir("felix-cp"), 3)
+	if err != nil {
+		return nil, err
+	}
+	e.groups[key] = c
+	return c, nil
+}
+
 // etcd returns the running three-member etcd cluster for key.
 func (e *env) etcd(ctx context.Context, key string) (*etcdCluster, error) {
 	if c, ok := e.etcds[key]; ok {
@@ -119,6 +133,12 @@ func (e *env) stop(prefix string) {
 		if strings.HasPrefix(k, prefix) {
 			c.stop()
 			delete(e.etcds, k)
+		}
+	}
+	for k, c := range e.groups {
+		if strings.HasPrefix(k, prefix) {
+			c.stop()
+			delete(e.groups, k)
 		}
 	}
 }

@@ -197,7 +197,7 @@ func harness(ctx context.Context, o *options, args []string) (*Report, error) {
 	p := newProcs()
 	defer p.stopAll()
 	e := &env{o: o, p: p, tmp: tmp, self: self,
-		felixes: map[string]*felixNode{}, natses: map[string]*natsNode{}, etcds: map[string]*etcdCluster{}, warnings: map[string]string{}}
+		felixes: map[string]*felixNode{}, natses: map[string]*natsNode{}, etcds: map[string]*etcdCluster{}, groups: map[string]*felixCluster{}, warnings: map[string]string{}}
 	if e.tls, err = writeTLS(tmp); err != nil {
 		return nil, err
 	}

@@ -191,19 +191,20 @@ func allWorkloads() []workload {
 				}}
 			}},
 		{name: "meta", peer: "etcd puts, 3 members",
-			note: "Felix: stream creates through the control plane's REST API on 1 member (Raft has not landed); etcd: 3 members, ~200 B values.",
+			note: "Felix: stream creates through the REST API of a three-member Raft group (felix controlplane, each member its own process), sent to member 1; etcd: 3 members, ~200 B values.",
 			cases: func(o *options) []caseSpec {
 				d, c := o.duration, strconv.Itoa(o.metaConcurrency)
 				return []caseSpec{{
-					name: "Felix 1 member (no Raft yet), etcd 3 members; " + c + " callers",
+					name: "3 members each; " + c + " callers",
 					metrics: append([]metric{{"creates", "creates/s", false, "creates_per_s", "creates_per_s"}},
 						latencyMetrics("create")[:2]...),
 					felix: func(ctx context.Context, e *env) (figures, error) {
-						n, err := e.felix(ctx, "main")
+						g, err := e.felixGroup(ctx, "meta")
 						if err != nil {
 							return nil, err
 						}
-						return e.felixBench(ctx, n, d+time.Minute, "meta", "--duration", secs(d), "--concurrency", c)
+						args := append([]string{"meta", "--duration", secs(d), "--concurrency", c}, g.benchArgs()...)
+						return e.felixBench(ctx, nil, d+time.Minute, args...)
 					},
 					peer: func(ctx context.Context, e *env) (figures, error) {
 						ec, err := e.etcd(ctx, "meta")

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	felixcli "github.com/felixmq/felix/roles/cli"
+	"github.com/felixmq/felix/sdk/felix"
 )
 
 // Command returns `felix bench` with one subcommand per scenario.
@@ -95,7 +96,7 @@ func Command() *cli.Command {
 				Usage: "create uniquely named streams through the control plane with C callers, then delete them: creates/s and p50/p99",
 				Flags: withClient(dur, &cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 16, Usage: "concurrent callers"}),
 				Action: func(c *cli.Context) error {
-					return run(c, func(ctx context.Context, t *target) (*result, error) {
+					return runControlPlane(c, func(ctx context.Context, t *target) (*result, error) {
 						return runMeta(ctx, t, c.Int("concurrency"), bounded(c.Duration("duration")))
 					})
 				},
@@ -150,15 +151,29 @@ func bounded(d time.Duration) time.Duration {
 }
 
 func run(c *cli.Context, f func(context.Context, *target) (*result, error)) error {
+	return runWith(c, true, f)
+}
+
+// runControlPlane is run for a scenario that talks only to the control
+// plane (no broker address needed).
+func runControlPlane(c *cli.Context, f func(context.Context, *target) (*result, error)) error {
+	return runWith(c, false, f)
+}
+
+func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*result, error)) error {
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	s, err := felixcli.LoadClientSettings(c)
 	if err != nil {
 		return err
 	}
-	cfg, err := s.SDKConfig()
-	if err != nil {
-		return err
+	cfg := felix.Config{Tenant: s.Tenant, Token: s.Token}
+	if broker {
+		if cfg, err = s.SDKConfig(); err != nil {
+			return err
+		}
+	} else if s.ControlPlane == "" || s.Token == "" {
+		return cli.Exit("error: the meta scenario needs --controlplane and a token (--token-file), or --data-dir with a client.json", 2)
 	}
 	if path := c.String("cpuprofile"); path != "" {
 		stop, err := startProfile(path)
