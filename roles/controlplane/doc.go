@@ -66,6 +66,15 @@
 //     .../revocations/{subject} revoke, list and lift revocations
 //     (tenant.manage); revoked_before is the time of the POST;
 //   - GET /v1/members shows the Raft group (cluster.manage).
+//   - PUT/GET /v1/tenants/{tenant}/oidc set and show the tenant's upstream
+//     OIDC issuer; POST .../token/exchange trades an upstream token (the
+//     credential, no Felix token) for a Felix token holding the principal's
+//     RBAC grants, narrowed as asked, plus a refresh token; POST
+//     .../token/refresh rotates a refresh token (no Felix token);
+//   - policies (roles), assignments and principals under /v1/tenants/{tenant}/
+//     (tenant.manage); taking rights away writes revocations;
+//   - POST /v1/signing-keys/rotate (cluster.manage). docs/auth.md has the
+//     whole story.
 //
 // A missing or invalid token is 401 unauthorized, a missing permission 403
 // forbidden, a bad field 400 invalid_request naming the field, a missing

@@ -222,6 +222,47 @@ func schemas() obj {
 			"token":      str("compact ES256 JWT"),
 			"expires_at": obj{"type": "string", "format": "date-time"},
 		}),
+		"OIDCConfig": object([]string{"issuer", "audience"}, obj{
+			"issuer":          str("the iss upstream tokens carry, compared exactly"),
+			"audience":        str("a value the upstream tokens' aud must contain"),
+			"jwks_url":        str("http(s) URL of the issuer's JWKS (exactly one of jwks_url and jwks_file)"),
+			"jwks_file":       str("path of a JWKS file on the control plane's hosts"),
+			"principal_claim": str("claim naming the principal (default sub)"),
+		}),
+		"ExchangeRequest": object(nil, obj{
+			"oidc_token":  str("the upstream JWT (or send it as Authorization: Bearer)"),
+			"actions":     obj{"type": "array", "maxItems": maxPerms, "items": obj{"type": "string"}, "description": "narrow to these actions (default: all granted)"},
+			"resources":   obj{"type": "array", "maxItems": maxPerms, "items": obj{"type": "string"}, "description": "narrow to these resource patterns (default: all granted)"},
+			"ttl_seconds": integer(1, maxExchangeTokenTTL, "access token life, default 3600"),
+		}),
+		"RefreshRequest": object([]string{"refresh_token"}, obj{"refresh_token": str("the newest refresh token of the chain")}),
+		"ExchangeResponse": object([]string{"token", "expires_at", "refresh_token", "refresh_expires_at", "subject", "permissions"}, obj{
+			"token":              str("compact ES256 JWT"),
+			"expires_at":         obj{"type": "string", "format": "date-time"},
+			"refresh_token":      str("opaque; each refresh returns the next one"),
+			"refresh_expires_at": obj{"type": "string", "format": "date-time", "description": "end of the refresh chain"},
+			"subject":            str("the principal"),
+			"permissions":        obj{"type": "array", "items": obj{"type": "string"}},
+		}),
+		"PolicyRequest": object([]string{"permissions"}, obj{
+			"permissions": obj{"type": "array", "minItems": 1, "maxItems": maxPerms, "items": obj{"type": "string", "description": "<action>:<resource-pattern>"}},
+		}),
+		"Policy": object([]string{"tenant", "role", "permissions"}, obj{
+			"tenant":      name("tenant id"),
+			"role":        name("role name"),
+			"permissions": obj{"type": "array", "items": obj{"type": "string"}},
+		}),
+		"PolicyList": list("Policy"),
+		"Assignment": object([]string{"tenant", "principal", "role"}, obj{
+			"tenant":    name("tenant id"),
+			"principal": str("the principal (token sub)"),
+			"role":      name("role name"),
+		}),
+		"AssignmentList": list("Assignment"),
+		"RotateResponse": object([]string{"kid", "kids"}, obj{
+			"kid":  str("the new active key id"),
+			"kids": obj{"type": "array", "items": obj{"type": "string"}, "description": "every key in the JWKS, active first"},
+		}),
 		"CatalogItem": object([]string{"seq", "op"}, obj{
 			"seq":        integer(0, 0, "the change's sequence number within its kind"),
 			"op":         obj{"type": "string", "enum": []string{"put", "delete"}},

@@ -2,15 +2,15 @@ package controlplane
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/felixmq/felix/core/auth"
 )
 
 // RotateSigningKey makes a new key the active signer. The previous active
-// key stays in the JWKS (up to two retired keys are kept) so tokens it
-// signed keep verifying until they expire.
+// key stays in the JWKS until every token it can have signed has expired
+// (see retiredKey); keys past that are dropped at the next rotation or
+// start.
 func (s *Service) RotateSigningKey(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -18,13 +18,17 @@ func (s *Service) RotateSigningKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	retired, err := s.loadRetiredKeys(ctx)
+	retired, err := s.loadRetired(ctx)
 	if err != nil {
 		return err
 	}
-	retired = append([]*auth.SigningKey{old}, retired...)
-	retired = retired[:min(len(retired), maxRetiredKeys)]
-	if err := s.storeRetiredKeys(ctx, retired); err != nil {
+	now := s.now()
+	entry, err := retire(old, now)
+	if err != nil {
+		return err
+	}
+	retired = s.keepRetired(append([]retiredKey{entry}, retired...), now)
+	if err := s.storeRetired(ctx, retired); err != nil {
 		return err
 	}
 	fresh, err := auth.GenerateSigningKey()
@@ -38,42 +42,19 @@ func (s *Service) RotateSigningKey(ctx context.Context) error {
 	if err := s.store.PutMeta(ctx, metaSigningKey, pemBytes); err != nil {
 		return fmt.Errorf("store signing key: %w", err)
 	}
-	s.log.Info("rotated the token signing key", "kid", fresh.KID(), "previous", old.KID())
-	return s.installSigner(fresh, retired)
-}
-
-func (s *Service) loadRetiredKeys(ctx context.Context) ([]*auth.SigningKey, error) {
-	raw, ok, err := s.store.Meta(ctx, metaRetiredKeys)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var pems []string
-	if err := json.Unmarshal(raw, &pems); err != nil {
-		return nil, fmt.Errorf("stored retired signing keys: %w", err)
-	}
-	keys := make([]*auth.SigningKey, 0, len(pems))
-	for _, p := range pems {
-		k, err := auth.ParseSigningKeyPEM([]byte(p))
-		if err != nil {
-			return nil, fmt.Errorf("stored retired signing key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-func (s *Service) storeRetiredKeys(ctx context.Context, keys []*auth.SigningKey) error {
-	pems := make([]string, 0, len(keys))
-	for _, k := range keys {
-		b, err := k.MarshalPEM()
-		if err != nil {
-			return err
-		}
-		pems = append(pems, string(b))
-	}
-	raw, err := json.Marshal(pems)
+	s.log.Info("rotated the token signing key", "kid", fresh.KID(), "previous", old.KID(), "retired_keys", len(retired))
+	keys, err := parseRetired(retired)
 	if err != nil {
 		return err
 	}
-	return s.store.PutMeta(ctx, metaRetiredKeys, raw)
+	return s.installSigner(fresh, keys)
+}
+
+// loadRetiredKeys returns the retired keys still needed now.
+func (s *Service) loadRetiredKeys(ctx context.Context) ([]*auth.SigningKey, error) {
+	retired, err := s.loadRetired(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return parseRetired(s.keepRetired(retired, s.now()))
 }

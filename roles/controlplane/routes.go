@@ -48,6 +48,8 @@ const (
 	pCaches      = pNamespace + "/caches"
 	pCache       = pCaches + "/{cache}"
 	pRevocations = pTenant + "/revocations"
+	pPolicies    = pTenant + "/policies"
+	pPrincipal   = pTenant + "/principals/{principal}"
 )
 
 var recursiveParam = param{"recursive", "boolean", "also delete everything the resource holds"}
@@ -91,6 +93,21 @@ func (s *Service) routes() []route {
 		{method: "DELETE", path: pRevocations + "/{subject}", scope: scopeTenant, summary: "Lift a principal's revocation", status: gone, handle: s.deleteRevocation},
 
 		{method: "POST", path: pTenant + "/tokens", scope: scopeToken, summary: "Mint a Felix token for the tenant", request: "TokenRequest", response: "TokenResponse", status: ok, handle: s.createToken},
+
+		{method: "PUT", path: pTenant + "/oidc", scope: scopeTenant, summary: "Set the tenant's upstream OIDC issuer (whose tokens /token/exchange accepts)", request: "OIDCConfig", response: "OIDCConfig", status: ok, handle: s.putOIDC},
+		{method: "GET", path: pTenant + "/oidc", scope: scopeTenant, summary: "Get the tenant's upstream OIDC issuer", response: "OIDCConfig", status: ok, handle: s.getOIDC},
+		{method: "POST", path: pTenant + "/token/exchange", summary: "Exchange an upstream OIDC token (the credential: no Felix token) for a Felix token and a refresh token", request: "ExchangeRequest", response: "ExchangeResponse", status: ok, handle: s.exchangeToken},
+		{method: "POST", path: pTenant + "/token/refresh", summary: "Trade a refresh token for a new Felix token and the next refresh token of its chain", request: "RefreshRequest", response: "ExchangeResponse", status: ok, handle: s.refreshToken},
+
+		{method: "PUT", path: pPolicies + "/{role}", scope: scopeTenant, summary: "Create or replace a role's permissions (narrowing one revokes its principals' tokens)", request: "PolicyRequest", response: "Policy", status: ok, handle: s.putPolicy},
+		{method: "GET", path: pPolicies, scope: scopeTenant, summary: "List the tenant's roles", response: "PolicyList", status: ok, handle: s.listPolicies},
+		{method: "DELETE", path: pPolicies + "/{role}", scope: scopeTenant, summary: "Delete a role and revoke the tokens of the principals it reached", status: gone, handle: s.deletePolicy},
+		{method: "GET", path: pTenant + "/assignments", scope: scopeTenant, summary: "List role assignments", query: []param{{"principal", "string", "only this principal's"}}, response: "AssignmentList", status: ok, handle: s.listAssignments},
+		{method: "PUT", path: pPrincipal + "/roles/{role}", scope: scopeTenant, summary: "Assign a role to a principal", response: "Assignment", status: ok, handle: s.putAssignment},
+		{method: "DELETE", path: pPrincipal + "/roles/{role}", scope: scopeTenant, summary: "Take a role from a principal and revoke its tokens", status: gone, handle: s.deleteAssignment},
+		{method: "DELETE", path: pPrincipal, scope: scopeTenant, summary: "Remove every role of a principal and revoke its tokens", status: gone, handle: s.deletePrincipal},
+
+		{method: "POST", path: "/v1/signing-keys/rotate", scope: scopeCluster, summary: "Make a new key sign Felix tokens; older keys stay in the JWKS until their tokens expire", response: "RotateResponse", status: ok, handle: s.rotateKey},
 
 		{method: "GET", path: "/v1/catalog/{kind}/snapshot", scope: scopeCluster, summary: "Every live resource of a kind, with the cursor to follow changes from", response: "CatalogPage", status: ok, handle: s.getSnapshot},
 		{method: "GET", path: "/v1/catalog/{kind}/changes", scope: scopeCluster, summary: "Changes of a kind after a cursor",

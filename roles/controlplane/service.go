@@ -15,9 +15,9 @@ import (
 // Meta keys the Service keeps in its Store.
 const (
 	metaSigningKey     = "signing_key"          // active ES256 key, PKCS#8 PEM
-	metaRetiredKeys    = "signing_keys_retired" // JSON array of PEM strings, newest first
+	metaRetiredKeys    = "signing_keys_retired" // JSON array of retiredKey, newest first
 	metaBootstrapped   = "bootstrapped"         // set once, with the default tenant
-	maxRetiredKeys     = 2
+	maxRetiredKeys     = 16                     // hard cap; see signing.go
 	defaultTenantID    = "default"
 	defaultNamespaceID = "default"
 )
@@ -31,6 +31,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for minted tokens and verification (nil: time.Now).
 	Now func() time.Time
+	// RefreshReuseGrace is how long a rotated refresh token is still
+	// accepted (0: FELIX_REFRESH_REUSE_GRACE_SECONDS, else 10s).
+	RefreshReuseGrace time.Duration
+	// RefreshTokenTTL is the life of a refresh token chain (0:
+	// FELIX_REFRESH_TOKEN_TTL_SECONDS, else 30 days).
+	RefreshTokenTTL time.Duration
+	// OIDC tunes the verifiers of upstream tokens (Now defaults to the
+	// service clock).
+	OIDC auth.OIDCOptions
 }
 
 // Service is the control plane: the catalog over a Store, token minting
@@ -45,6 +54,7 @@ type Service struct {
 	mu       sync.Mutex                  // serializes read-modify-write API calls and rotation
 	metrics  *httpMetrics
 	openAPI  func() ([]byte, error) // the OpenAPI document, rendered once
+	x        *authExtras            // token exchange, refresh and OIDC state
 }
 
 // New builds a Service over store, loading the signing key from the
@@ -59,9 +69,11 @@ func New(cfg Config, store Store) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	// The verifier only ever needs this service's own keys, which
-	// installSigner pushes on start and on rotation; no fetching.
-	s.verifier = auth.NewVerifier(auth.VerifierOptions{Now: s.now})
+	s.x = newAuthExtras(cfg, s.now, s.log)
+	// The verifier only needs this service's own keys: installSigner
+	// pushes them on start and rotation, and a key id it does not know
+	// (another member rotated) reloads them from the store.
+	s.verifier = auth.NewVerifier(auth.VerifierOptions{Now: s.now, Fetch: s.reloadSigner})
 	ctx := context.Background()
 	active, err := s.loadActiveKey(ctx)
 	if err != nil {
