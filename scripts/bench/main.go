@@ -44,6 +44,7 @@ type options struct {
 	jsonPath        string
 	writeDocs       bool
 	docsPath        string
+	docsFrom        string
 	repo            string
 	duration        time.Duration
 	pubsubDuration  time.Duration
@@ -69,6 +70,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "results/latest.json", "write the results as JSON to `FILE`")
 	fs.BoolVar(&o.writeDocs, "write-docs", false, "regenerate the marked section of the docs file")
 	fs.StringVar(&o.docsPath, "docs", "", "docs file for --write-docs (default <repo>/docs/benchmarks.md)")
+	fs.StringVar(&o.docsFrom, "docs-from", "", "run nothing: write the docs section from the results JSON `FILE` of an earlier run")
 	fs.StringVar(&o.repo, "repo", "../..", "the Felix checkout (built unless FELIX_BIN is set)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "load duration of each run, except pubsub-4k")
 	fs.DurationVar(&o.pubsubDuration, "pubsub-duration", 10*time.Second, "load duration of each pubsub-4k run")
@@ -123,7 +125,7 @@ func parseFlags(args []string) (*options, error) {
 	}
 	// Paths the caller typed are relative to where the wrapper was run.
 	if caller := os.Getenv("BENCH_CALLER_DIR"); caller != "" {
-		for _, p := range []*string{&o.docsPath} {
+		for _, p := range []*string{&o.docsPath, &o.docsFrom} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(caller, *p)
 			}
@@ -148,6 +150,13 @@ func run(args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
+	}
+	if o.docsFrom != "" {
+		if err := docsFromJSON(o); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -267,4 +276,28 @@ func commandLine(args []string) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// docsFromJSON writes the docs section from a finished run's results.
+func docsFromJSON(o *options) error {
+	b, err := os.ReadFile(o.docsFrom)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", o.docsFrom, err)
+	}
+	if rep.Canceled {
+		return errors.New(o.docsFrom + " is from an interrupted run")
+	}
+	path := o.docsPath
+	if path == "" {
+		path = filepath.Join(o.repo, "docs", "benchmarks.md")
+	}
+	if err := writeDocs(path, docsSection(&rep)); err != nil {
+		return err
+	}
+	logf("wrote %s", path)
+	return nil
 }
