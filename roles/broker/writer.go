@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"io"
+	"runtime"
 	"sync"
 )
 
@@ -108,6 +109,10 @@ func (sw *streamWriter) run() {
 		case b := <-sw.outC:
 			err = sw.flush(sw.append(sw.buf[:0], b, false), err)
 		case b := <-sw.ansC:
+			// Answers are settled by many goroutines at once (one fsync
+			// completes a batch of publishes): let the others queue theirs
+			// so that one write carries them all.
+			runtime.Gosched()
 			err = sw.flush(sw.append(sw.buf[:0], b, true), err)
 		case <-sw.stopC:
 			err = sw.flush(sw.buf[:0], err)
