@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,21 +96,7 @@ func (n *felixNode) pause(ctx context.Context, deadline time.Time, what string, 
 	return nil
 }
 
-func (n *felixNode) ready(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.metrics+"/ready", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func (n *felixNode) ready(ctx context.Context) bool { return httpReady(ctx, n.metrics+"/ready") }
 
 func (n *felixNode) stop() { n.proc.stop(20 * time.Second) }
 
