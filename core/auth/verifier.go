@@ -55,9 +55,10 @@ type Identity struct {
 // Verifier checks Felix tokens against a JWKS. It is safe for concurrent
 // use; Verify never holds a lock while calling Fetch.
 type Verifier struct {
-	opts  VerifierOptions
-	keys  atomic.Pointer[keySet] // never nil after NewVerifier
-	fetch refetcher
+	opts   VerifierOptions
+	keys   atomic.Pointer[keySet] // never nil after NewVerifier
+	fetch  refetcher
+	recent verifiedCache
 }
 
 // NewVerifier returns a Verifier with an empty key set.
@@ -83,8 +84,25 @@ func (v *Verifier) SetJWKS(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if sameKeys(*v.keys.Load(), ks) {
+		return nil // keep the set, and the tokens verified against it
+	}
 	v.keys.Store(&ks)
 	return nil
+}
+
+// sameKeys reports whether two key sets hold the same keys under the same
+// ids.
+func sameKeys(a, b keySet) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for kid, k := range a {
+		if o, ok := b[kid]; !ok || !k.Equal(o) {
+			return false
+		}
+	}
+	return true
 }
 
 func (v *Verifier) lookup(kid string) (*ecdsa.PublicKey, bool) {
@@ -121,6 +139,32 @@ func (v *Verifier) Verify(ctx context.Context, token, tenantID string) (*Identit
 	if len(token) > MaxTokenBytes {
 		return nil, unauthorized("malformed token")
 	}
+	e := v.recent.get(token, v.keys.Load())
+	if e == nil {
+		var err *wire.Error
+		if e, err = v.checkSignature(ctx, token); err != nil {
+			return nil, err
+		}
+		v.recent.put(token, e)
+	}
+	if err := v.checkClaims(&e.claims, tenantID); err != nil {
+		return nil, err
+	}
+	c := &e.claims
+	id := &Identity{Subject: c.Subject, TenantID: c.TenantID, Expiry: c.Expiry.Time(), Perms: e.perms}
+	if c.IssuedAt != nil {
+		id.IssuedAt = c.IssuedAt.Time()
+	}
+	if err := v.opts.Revocations.Check(id); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// checkSignature parses token, checks its signature against the key it
+// names (fetching the JWKS again for an unknown one) and compiles its
+// permissions.
+func (v *Verifier) checkSignature(ctx context.Context, token string) (*verified, *wire.Error) {
 	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil || len(tok.Headers) != 1 {
 		return nil, unauthorized("malformed token")
@@ -133,28 +177,21 @@ func (v *Verifier) Verify(ctx context.Context, token, tenantID string) (*Identit
 	if !ok {
 		return nil, unauthorized("unknown signing key")
 	}
+	// The key set the key came from: a later JWKS invalidates the entry.
+	keys := v.keys.Load()
 	if err := tok.Claims(pub); err != nil {
 		return nil, unauthorized("bad signature")
 	}
-	var c tokenClaims
-	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil || c.Expiry == nil {
+	e := &verified{keys: keys}
+	if err := tok.UnsafeClaimsWithoutVerification(&e.claims); err != nil || e.claims.Expiry == nil {
 		return nil, unauthorized("malformed token") // signature checked just above
 	}
-	if err := v.checkClaims(&c, tenantID); err != nil {
-		return nil, err
-	}
-	m, err := CompilePerms(c.Perms)
+	m, err := CompilePerms(e.claims.Perms)
 	if err != nil {
 		return nil, unauthorized("malformed token").WithDetail("reason", err.Error())
 	}
-	id := &Identity{Subject: c.Subject, TenantID: c.TenantID, Expiry: c.Expiry.Time(), Perms: m}
-	if c.IssuedAt != nil {
-		id.IssuedAt = c.IssuedAt.Time()
-	}
-	if err := v.opts.Revocations.Check(id); err != nil {
-		return nil, err
-	}
-	return id, nil
+	e.perms = m
+	return e, nil
 }
 
 // checkClaims applies the issuer, audience, time and tenant rules.

@@ -498,3 +498,29 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// A token verified once is remembered, but every check that depends on the
+// call is made again: the tenant, and the key set it was verified against.
+func TestVerifiedTokenIsCheckedAgainPerCall(t *testing.T) {
+	f := newFixture(t)
+	tok := f.sign(t, f.claims())
+	if _, err := f.v.Verify(context.Background(), tok, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.v.Verify(context.Background(), tok, "other")
+	wantUnauthorized(t, err, "tenant mismatch")
+	doc, err := f.signer.JWKS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.v.keys.Load()
+	if err := f.v.SetJWKS(doc); err != nil {
+		t.Fatal(err)
+	}
+	if f.v.keys.Load() != before {
+		t.Fatal("the same JWKS replaced the key set")
+	}
+	if _, err := f.v.Verify(context.Background(), tok, "acme"); err != nil {
+		t.Fatalf("second verification: %v", err)
+	}
+}
