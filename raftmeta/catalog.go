@@ -204,6 +204,11 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 		return nil, w.applyPutMeta(cmd)
 	case opPutMetaAbsent:
 		return w.applyPutMetaIfAbsent(cmd)
+	case opDeleteMeta:
+		if cmd.Key == "" {
+			return nil, badCommand("delete_meta needs a key")
+		}
+		return nil, w.tx.Bucket(catMetaBucket).Delete([]byte(cmd.Key))
 	case opBootstrap:
 		return w.applyBootstrap(cmd)
 	case opBatch:

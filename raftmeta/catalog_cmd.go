@@ -19,6 +19,7 @@ const (
 	opDelete         = "delete"
 	opPutMeta        = "put_meta"
 	opPutMetaAbsent  = "put_meta_if_absent"
+	opDeleteMeta     = "delete_meta"
 	opBootstrap      = "bootstrap"
 	opBatch          = "batch"
 	opPutRecord      = "put_record"
@@ -122,6 +123,11 @@ func CmdPutMeta(key string, value []byte) []byte {
 // the result is the value the key holds afterwards.
 func CmdPutMetaIfAbsent(key string, value []byte) []byte {
 	return encodeCmd(catalogCmd{Op: opPutMetaAbsent, Key: key, Value: value})
+}
+
+// CmdDeleteMeta encodes removing a meta key (absent is not an error).
+func CmdDeleteMeta(key string) []byte {
+	return encodeCmd(catalogCmd{Op: opDeleteMeta, Key: key})
 }
 
 // CmdBootstrap encodes: unless meta flag is set, create t and ns (each only

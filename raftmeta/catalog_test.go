@@ -49,6 +49,9 @@ func catalogScript() [][]byte {
 		CmdDelete(wire.KindNamespaces, "acme/prod", false), // conflict: has children
 		CmdDelete(wire.KindStreams, "acme/prod/b", false),
 		CmdPutMeta("x", []byte("y")),
+		CmdPutMeta("gone", []byte("soon")),
+		CmdDeleteMeta("gone"),
+		CmdDeleteMeta(""), // bad command
 		[]byte("not json"),
 		[]byte(`{"v":99,"op":"write"}`),
 		CmdImport(Import{Tenants: []wire.Tenant{{TenantID: "z"}}}), // not empty: skipped

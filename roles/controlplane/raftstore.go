@@ -270,6 +270,12 @@ func (s *RaftStore) PutMeta(ctx context.Context, key string, v []byte) error {
 	return err
 }
 
+// DeleteMeta implements Store.
+func (s *RaftStore) DeleteMeta(ctx context.Context, key string) error {
+	_, err := s.propose(ctx, raftmeta.CmdDeleteMeta(key))
+	return err
+}
+
 // PutMetaIfAbsent implements Store.
 func (s *RaftStore) PutMetaIfAbsent(ctx context.Context, key string, v []byte) ([]byte, error) {
 	return s.propose(ctx, raftmeta.CmdPutMetaIfAbsent(key, v))

@@ -216,7 +216,10 @@ func (s *Service) rotate(ctx context.Context, tenant, tok string, now time.Time,
 	if err != nil {
 		return chainRecord{}, "", nil, err
 	}
-	if !ok || own.Tenant != tenant || subtle.ConstantTimeCompare([]byte(own.Hash), []byte(hashSecret(secret))) != 1 {
+	if !ok {
+		return chainRecord{}, "", nil, s.prunedOrUnknown(ctx, tenant, family, gen, now)
+	}
+	if own.Tenant != tenant || subtle.ConstantTimeCompare([]byte(own.Hash), []byte(hashSecret(secret))) != 1 {
 		return chainRecord{}, "", nil, refreshRefused("unknown refresh token")
 	}
 	for range maxRotateAttempts {
@@ -253,6 +256,7 @@ func (s *Service) rotate(ctx context.Context, tenant, tok string, now time.Time,
 			return chainRecord{}, "", nil, err
 		}
 		if won {
+			s.prune(ctx, next, now)
 			return next, newTok, granted, nil
 		}
 	}
@@ -323,4 +327,57 @@ func (s *Service) refresh(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, resp, nil
+}
+
+// prune deletes the generations a refresh can no longer accept: every one
+// before the newest's predecessor whose successor was issued longer ago
+// than the reuse grace (a superseded token is still good within the
+// grace). Presenting a pruned one is recognised as a replay from the
+// generation number alone (prunedOrUnknown), so a chain holds a bounded
+// number of records however often it is refreshed. A failed delete only
+// leaves a record behind, for a later refresh to prune.
+func (s *Service) prune(ctx context.Context, next chainRecord, now time.Time) {
+	for k := int64(next.Gen) - 2; k >= 0; k-- {
+		succ, ok, err := s.generation(ctx, next.Tenant, next.Family, uint64(k)+1)
+		if err != nil || !ok || now.Sub(time.Unix(0, succ.IssuedAt)) <= s.x.grace {
+			return
+		}
+		if _, ok, err := s.generation(ctx, next.Tenant, next.Family, uint64(k)); err != nil || !ok {
+			return // pruned before, with everything older
+		}
+		if err := s.store.DeleteMeta(ctx, chainKey(next.Tenant, next.Family, uint64(k))); err != nil {
+			s.log.Warn("pruning a refresh chain generation", "err", err)
+			return
+		}
+	}
+}
+
+// prunedOrUnknown decides a refresh token whose generation has no record:
+// a generation the chain has moved at least two past was pruned, so the
+// token is an old one presented again — a replay, which revokes the chain;
+// anything else is unknown.
+func (s *Service) prunedOrUnknown(ctx context.Context, tenant, family string, gen uint64, now time.Time) error {
+	raw, ok, err := s.store.Meta(ctx, headKey(tenant, family))
+	if err != nil {
+		return err
+	}
+	head, perr := strconv.ParseUint(string(raw), 10, 64)
+	if !ok || perr != nil || head < gen+2 {
+		return refreshRefused("unknown refresh token")
+	}
+	rec, found, err := s.generation(ctx, tenant, family, head)
+	if err != nil {
+		return err
+	}
+	if !found || rec.Tenant != tenant {
+		return refreshRefused("unknown refresh token")
+	}
+	cur, err := s.latest(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if cur.Revoked {
+		return refreshRefused("refresh token chain revoked: an older refresh token of it was reused; exchange an OIDC token again")
+	}
+	return s.replayed(ctx, cur, now)
 }

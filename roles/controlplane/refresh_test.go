@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http/httptest"
 	"strings"
@@ -229,4 +230,33 @@ func TestRefreshAcrossMembers(t *testing.T) {
 	for _, r := range []exchangeResponse{r2, r3} {
 		h2.expectError(401, "unauthorized", "POST", refreshPath, "", map[string]any{"refresh_token": r.RefreshToken}, "chain revoked")
 	}
+}
+
+// A chain refreshed many times keeps a bounded number of generation
+// records, and a pruned generation presented again is a replay.
+func TestRefreshChainIsPruned(t *testing.T) {
+	p, clock := newIDP(t), newClock()
+	h := newAuthHarness(t, p, clock)
+	h.grant("reader", "alice", "stream.subscribe:stream:acme/prod/*")
+	first := h.exchange(map[string]any{"oidc_token": p.token("alice", clock.Now())})
+	family, _, _, _ := parseRefreshToken(first.RefreshToken)
+	cur := first
+	const refreshes = 12
+	for range refreshes {
+		clock.Add(11 * time.Second) // past the reuse grace every time
+		cur = h.refresh(cur.RefreshToken)
+	}
+	kept := 0
+	for g := uint64(0); g <= refreshes; g++ {
+		if _, ok, err := h.svc.store.Meta(context.Background(), chainKey("acme", family, g)); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			kept++
+		}
+	}
+	if kept > 3 {
+		t.Fatalf("a chain refreshed %d times keeps %d generation records", refreshes, kept)
+	}
+	h.expectError(401, "unauthorized", "POST", refreshPath, "", map[string]any{"refresh_token": first.RefreshToken}, "reused")
+	h.expectError(401, "unauthorized", "POST", refreshPath, "", map[string]any{"refresh_token": cur.RefreshToken}, "chain revoked")
 }

@@ -86,6 +86,8 @@ type Store interface {
 	// PutMetaIfAbsent writes v unless key is set, and returns the value
 	// the key holds afterwards (v, or what was already there).
 	PutMetaIfAbsent(ctx context.Context, key string, v []byte) ([]byte, error)
+	// DeleteMeta removes a meta key; an absent key is not an error.
+	DeleteMeta(ctx context.Context, key string) error
 
 	// Bootstrap, unless meta flag is already set, creates t and ns (each
 	// only if missing) and sets flag, all in one transaction. It reports
