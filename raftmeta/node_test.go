@@ -145,10 +145,18 @@ func TestSnapshotInstall(t *testing.T) {
 	c.start(lagging)
 	c.converged()
 	n := c.nodes[lagging]
-	n.mu.Lock()
-	installed := n.installed
-	n.mu.Unlock()
-	if installed == 0 {
+	// The state machine is restored before the node counts the install, so
+	// converged can see the state a moment before the count.
+	installed := func() int {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return int(n.installed)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for installed() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if installed() == 0 {
 		first, _ := n.storage.FirstIndex()
 		lfirst, _ := c.nodes[lead].storage.FirstIndex()
 		t.Fatalf("lagging member %d caught up without a snapshot: status %+v, first index %d; leader %d first index %d, status %+v",
