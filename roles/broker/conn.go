@@ -33,6 +33,10 @@ type connection struct {
 	mu          sync.Mutex
 	readers     map[readDeadliner]struct{} // request streams, for the drain
 	interrupted bool
+	// live are the subscription writers to wake when the subscriptions
+	// must flush (one set per connection instead of a registration per
+	// subscription on flushCtx). Guarded by mu.
+	live map[*eventWriter]struct{}
 
 	done chan struct{} // closed once everything above has ended
 }
@@ -50,6 +54,7 @@ func newConnection(s *Server, qc *quic.Conn, source string) *connection {
 		budget:  semaphore.NewWeighted(s.cfg.PublishConnInflightBytes),
 		ctx:     qc.Context(),
 		readers: map[readDeadliner]struct{}{},
+		live:    map[*eventWriter]struct{}{},
 		done:    make(chan struct{}),
 	}
 	c.acceptCtx, c.stopAccept = context.WithCancel(c.ctx)
@@ -70,7 +75,7 @@ func (c *connection) run() {
 	defer c.srv.connWG.Done()
 	<-c.ctx.Done()
 	c.stopAccept()
-	c.flushSubs()
+	c.flushWriters()
 	c.acceptWG.Wait()
 	<-c.requests.idleC()
 	<-c.writers.idleC()
@@ -218,12 +223,40 @@ func (c *connection) linger(ctx context.Context) {
 // flushSubscriptions asks every subscription to write what is queued and
 // finish its event stream, and waits for them for half the budget left.
 func (c *connection) flushSubscriptions(ctx context.Context) {
-	c.flushSubs()
+	c.flushWriters()
 	deadline, _ := ctx.Deadline()
 	fctx, cancel := context.WithTimeout(ctx, time.Until(deadline)/2)
 	defer cancel()
 	select {
 	case <-c.writers.idleC():
 	case <-fctx.Done():
+	}
+}
+
+// flushWriters ends flushCtx and wakes every subscription writer, which
+// then writes what is queued and finishes.
+func (c *connection) flushWriters() {
+	c.flushSubs()
+	c.mu.Lock()
+	ws := make([]*eventWriter, 0, len(c.live))
+	for w := range c.live {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.wake()
+	}
+}
+
+// addWriter registers a subscription writer for flushWriters; the
+// returned func removes it.
+func (c *connection) addWriter(w *eventWriter) func() {
+	c.mu.Lock()
+	c.live[w] = struct{}{}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.live, w)
+		c.mu.Unlock()
 	}
 }

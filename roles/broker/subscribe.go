@@ -157,9 +157,8 @@ type eventWriter struct {
 func (w *eventWriter) start() {
 	subscriptionsGauge.Inc()
 	w.c.writers.add(1)
-	stopFlush := context.AfterFunc(w.c.flushCtx, w.wake)
 	stopStream := context.AfterFunc(w.es.Context(), w.wake)
-	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), func() { stopFlush() }, func() { stopStream() }}
+	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), func() { stopStream() }}
 	w.armed.Store(true)
 	w.wake()
 }
