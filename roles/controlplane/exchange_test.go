@@ -398,3 +398,14 @@ func TestRotationSeenByOtherMembers(t *testing.T) {
 		t.Fatal("the other member still signs with the old key")
 	}
 }
+
+// Deleting a tenant removes its identity provider, so a tenant created
+// again under the same name does not inherit it.
+func TestDeletedTenantForgetsItsIssuer(t *testing.T) {
+	p, clock := newIDP(t), newClock()
+	h := newAuthHarness(t, p, clock)
+	h.expect(200, "GET", "/v1/tenants/acme/oidc", h.admin, nil, nil)
+	h.expect(204, "DELETE", "/v1/tenants/acme?recursive=true", h.admin, nil, nil)
+	h.expect(201, "POST", "/v1/tenants", h.admin, map[string]any{"tenant_id": "acme"}, nil)
+	h.expectError(404, "not_found", "GET", "/v1/tenants/acme/oidc", h.admin, nil, "OIDC")
+}

@@ -78,7 +78,15 @@ func (s *Service) deleteTenant(r *http.Request, _ *auth.Identity) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, s.store.DeleteTenant(r.Context(), n[0], rec)
+	if err := s.store.DeleteTenant(r.Context(), n[0], rec); err != nil {
+		return 0, nil, err
+	}
+	// A tenant created again under the same name starts without the old
+	// one's identity provider. Failing here only leaves the record behind.
+	if err := s.store.DeleteMeta(r.Context(), metaOIDCPrefix+n[0]); err != nil {
+		s.log.Warn("removing a deleted tenant's OIDC issuer", "tenant", n[0], "err", err)
+	}
+	return http.StatusNoContent, nil, nil
 }
 
 // found turns a (value, ok, err) lookup into a route result.
