@@ -101,7 +101,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec) {
 	registerLog(lg)
 }
 
-// errShardUnavailable refuses a request to a durable shard whose log is
+// errUnavailable refuses a request to a durable shard whose log is
 // not serving.
 func (sh *Shard) errUnavailable(cause error) *wire.Error {
 	k := sh.stream.key

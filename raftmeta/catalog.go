@@ -108,21 +108,9 @@ func createCatalogBuckets(tx *bolt.Tx) error {
 func (c *Catalog) Close() error { return c.db.Close() }
 
 // AppliedIndex implements StateMachine.
-func (c *Catalog) AppliedIndex() uint64 {
-	var i uint64
-	_ = c.db.View(func(tx *bolt.Tx) error { // a View of an open DB cannot fail
-		i = catApplied(tx)
-		return nil
-	})
-	return i
-}
+func (c *Catalog) AppliedIndex() uint64 { return viewU64(c.db, catStateBucket, catAppliedKey) }
 
-func catApplied(tx *bolt.Tx) uint64 {
-	if b := tx.Bucket(catStateBucket); b != nil {
-		return getU64(b.Get(catAppliedKey))
-	}
-	return 0
-}
+func catApplied(tx *bolt.Tx) uint64 { return storedU64(tx, catStateBucket, catAppliedKey) }
 
 // errRollback undoes a command's writes when its outcome is a
 // deterministic error.

@@ -120,21 +120,9 @@ func (kv *KV) Get(key []byte) ([]byte, bool, error) {
 }
 
 // AppliedIndex returns the index of the last applied command.
-func (kv *KV) AppliedIndex() uint64 {
-	var i uint64
-	_ = kv.db.View(func(tx *bolt.Tx) error { // a read-only View of an open DB cannot fail
-		i = kvApplied(tx)
-		return nil
-	})
-	return i
-}
+func (kv *KV) AppliedIndex() uint64 { return viewU64(kv.db, kvMetaBucket, kvAppliedKey) }
 
-func kvApplied(tx *bolt.Tx) uint64 {
-	if b := tx.Bucket(kvMetaBucket); b != nil {
-		return getU64(b.Get(kvAppliedKey))
-	}
-	return 0
-}
+func kvApplied(tx *bolt.Tx) uint64 { return storedU64(tx, kvMetaBucket, kvAppliedKey) }
 
 // Apply applies one command. A malformed command is a deterministic error.
 func (kv *KV) Apply(index uint64, cmd []byte) ([]byte, error) {

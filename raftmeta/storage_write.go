@@ -269,3 +269,22 @@ func getU64(v []byte) uint64 {
 	}
 	return binary.BigEndian.Uint64(v)
 }
+
+// storedU64 reads a u64 a state machine keeps under bucket/key (0 when
+// absent), such as its applied index.
+func storedU64(tx *bolt.Tx, bucket, key []byte) uint64 {
+	if b := tx.Bucket(bucket); b != nil {
+		return getU64(b.Get(key))
+	}
+	return 0
+}
+
+// viewU64 is storedU64 in a read-only transaction of its own.
+func viewU64(db *bolt.DB, bucket, key []byte) uint64 {
+	var v uint64
+	_ = db.View(func(tx *bolt.Tx) error { // a View of an open DB cannot fail
+		v = storedU64(tx, bucket, key)
+		return nil
+	})
+	return v
+}

@@ -208,8 +208,13 @@ func (w *eventWriter) drain() {
 // pending reports whether a drain has anything to do.
 func (w *eventWriter) pending() bool {
 	items, _ := w.sub.Depth()
-	return items > 0 || w.sub.Err() != nil || w.kicked.Load() != nil ||
-		w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
+	return items > 0 || w.sub.Err() != nil || w.stopping()
+}
+
+// stopping reports whether the subscription must end whatever is queued:
+// the broker kicked it, the connection is flushing, or the stream ended.
+func (w *eventWriter) stopping() bool {
+	return w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
 }
 
 // step writes the log replay (once), then everything queued; it reports
@@ -222,7 +227,7 @@ func (w *eventWriter) step() bool {
 			return true
 		}
 	}
-	for w.kicked.Load() == nil && w.c.flushCtx.Err() == nil && w.es.Context().Err() == nil {
+	for !w.stopping() {
 		env, ok := w.sub.TryNext()
 		if !ok {
 			break
@@ -234,7 +239,7 @@ func (w *eventWriter) step() bool {
 			return true
 		}
 	}
-	if err := w.sub.Err(); err != nil || w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil {
+	if err := w.sub.Err(); err != nil || w.stopping() {
 		if err == nil {
 			err = context.Canceled
 		}
