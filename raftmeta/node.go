@@ -44,8 +44,11 @@ type Node struct {
 	rn       raft.Node
 	startedC chan struct{}
 
+	// Owned by the apply goroutine while entries are queued for it, by the
+	// run goroutine after drainApply.
+	fsmApplied uint64 // state machine's applied index
+	applyC     chan applyJob
 	// Owned by the run goroutine only.
-	fsmApplied   uint64 // state machine's applied index
 	lastSnapshot uint64 // raft index of the last snapshot taken or installed
 
 	mu sync.Mutex // guards the fields below; never held while calling raft, fsm or storage
@@ -91,7 +94,7 @@ func Open(cfg Config) (*Node, error) {
 	conf, confIndex := st.ConfState()
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("raft_member", cfg.ID), storage: st, fsm: cfg.FSM,
-		startedC: make(chan struct{}), conf: conf, confIndex: confIndex, changedC: make(chan struct{}),
+		startedC: make(chan struct{}), applyC: make(chan applyJob, applyQueueLen), conf: conf, confIndex: confIndex, changedC: make(chan struct{}),
 		pending: map[uint64]chan proposalResult{}, reads: map[string]chan uint64{},
 		joinTokens: map[uint64]joinRecord{},
 	}

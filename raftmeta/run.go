@@ -2,9 +2,11 @@ package raftmeta
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -24,8 +26,9 @@ func (n *Node) run() {
 	}
 	n.rn = rn
 	close(n.startedC)
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.supervise()
+	go n.applyLoop()
 	defer rn.Stop()
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
@@ -76,7 +79,18 @@ func (n *Node) raftConfig(applied uint64) *raft.Config {
 // persist (snapshot, entries, hard state), then send, then apply.
 func (n *Node) handleReady(rd raft.Ready) error {
 	n.noteSoftState(rd)
+	// A leader may send before its own write (Raft thesis §10.2.1): its
+	// appends reach followers while it fsyncs, and an entry commits only
+	// once a quorum has stored it. Anyone else answers only after the
+	// write, since its replies promise what it has stored.
+	leading := n.leader() == n.cfg.ID
+	if leading {
+		n.tr.send(rd.Messages)
+	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.drainApply(); err != nil {
+			return err
+		}
 		if err := n.installSnapshot(rd.Snapshot); err != nil {
 			return err
 		}
@@ -89,12 +103,108 @@ func (n *Node) handleReady(rd raft.Ready) error {
 			return err
 		}
 	}
-	n.tr.send(rd.Messages)
-	if err := n.applyCommitted(rd.CommittedEntries); err != nil {
+	if !leading {
+		n.tr.send(rd.Messages)
+	}
+	if err := n.apply(rd.CommittedEntries); err != nil {
 		return err
 	}
 	n.deliverReads(rd.ReadStates)
 	return n.maybeSnapshot()
+}
+
+// applyQueueLen bounds the Readys of committed entries waiting for the
+// apply goroutine; beyond it the Ready loop waits, which slows raft.
+const applyQueueLen = 64
+
+// applyJob is one Ready's committed normal entries, or (ents nil) a
+// barrier that the apply goroutine closes once everything before it is
+// applied.
+type applyJob struct {
+	ents    []*pb.Entry
+	drained chan struct{}
+}
+
+// apply hands committed entries to the state machine. Runs of normal
+// entries go to the apply goroutine, so the state machine's commit
+// overlaps the next Ready's write (etcd does the same). A configuration
+// change is applied here, after everything before it: raft must see it
+// before the next Ready, and it touches raft storage, which only this
+// goroutine writes.
+func (n *Node) apply(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(ents, func(e *pb.Entry) bool { return e.GetType() != pb.EntryNormal }) {
+		return n.enqueueApply(applyJob{ents: ents})
+	}
+	if err := n.drainApply(); err != nil {
+		return err
+	}
+	return n.applyCommitted(ents)
+}
+
+func (n *Node) enqueueApply(j applyJob) error {
+	select {
+	case n.applyC <- j:
+		return nil
+	case <-n.ctx.Done():
+		return context.Cause(n.ctx)
+	}
+}
+
+// drainApply returns once the apply goroutine has applied everything
+// queued; until the next enqueue, the caller owns the state machine.
+func (n *Node) drainApply() error {
+	done := make(chan struct{})
+	if err := n.enqueueApply(applyJob{drained: done}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-n.ctx.Done():
+		return context.Cause(n.ctx)
+	}
+}
+
+// applyLoop applies queued entries in order. Whatever has queued up while
+// it was busy goes to the state machine as one batch (one commit).
+func (n *Node) applyLoop() {
+	defer n.wg.Done()
+	var ents []*pb.Entry
+	for {
+		var j applyJob
+		select {
+		case j = <-n.applyC:
+		case <-n.ctx.Done():
+			return
+		}
+		ents = append(ents[:0], j.ents...)
+		var barrier chan struct{}
+		if j.drained != nil {
+			barrier = j.drained
+		}
+	more:
+		for barrier == nil {
+			select {
+			case j = <-n.applyC:
+				ents = append(ents, j.ents...)
+				barrier = j.drained
+			default:
+				break more
+			}
+		}
+		if err := n.applyCommitted(ents); err != nil {
+			n.log.Error("raft node stopping after a state machine failure", "err", err)
+			n.cancel(err)
+			return
+		}
+		clear(ents)
+		if barrier != nil {
+			close(barrier)
+		}
+	}
 }
 
 func (n *Node) noteSoftState(rd raft.Ready) {
@@ -269,11 +379,17 @@ func (n *Node) deliverReads(states []raft.ReadState) {
 // compacts the log behind it, keeping a tail for slightly slow followers.
 func (n *Node) maybeSnapshot() error {
 	n.mu.Lock()
-	applied, cs := n.applied, n.conf
+	applied := n.applied
 	n.mu.Unlock()
 	if applied < n.lastSnapshot+n.cfg.SnapshotEvery {
 		return nil
 	}
+	if err := n.drainApply(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	applied, cs := n.applied, n.conf
+	n.mu.Unlock()
 	rc, _, err := n.fsm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("raftmeta: state machine snapshot: %w", err)

@@ -40,9 +40,12 @@ type Storage struct {
 	offsetTerm uint64 // term of the entry at offset
 	last       uint64 // index of the last stored entry (offset when none)
 	hard       *pb.HardState
-	conf       *pb.ConfState
-	confIndex  uint64 // log index of the conf change that produced conf
-	snapMeta   *pb.SnapshotMetadata
+	// hardUnsaved: hard differs from the stored hard state in its commit
+	// index only; the next write stores it.
+	hardUnsaved bool
+	conf        *pb.ConfState
+	confIndex   uint64 // log index of the conf change that produced conf
+	snapMeta    *pb.SnapshotMetadata
 }
 
 // OpenStorage opens (creating if needed) the raft log file at path.
@@ -97,8 +100,21 @@ func (s *Storage) load() error {
 	})
 }
 
-// Close closes the file.
-func (s *Storage) Close() error { return s.db.Close() }
+// Close stores a commit index not yet written, then closes the file.
+func (s *Storage) Close() error {
+	s.mu.Lock()
+	var hs *pb.HardState
+	if s.hardUnsaved {
+		hs = proto.Clone(s.hard).(*pb.HardState)
+		s.hardUnsaved = false
+	}
+	s.mu.Unlock()
+	var err error
+	if hs != nil {
+		err = s.db.Update(func(tx *bolt.Tx) error { return putProto(tx.Bucket(stateBucket), keyHardState, hs) })
+	}
+	return errors.Join(err, s.db.Close())
+}
 
 // IsEmpty reports whether nothing was ever stored: no hard state, no
 // entries and no snapshot. A member whose storage is empty has never taken

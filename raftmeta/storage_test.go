@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -240,5 +241,79 @@ func TestStorageWithRawNode(t *testing.T) {
 	}
 	if st := rn.Status(); st.HardState.GetCommit() != last {
 		t.Fatalf("restarted commit %d, want %d", st.HardState.GetCommit(), last)
+	}
+}
+
+// storedHardState reads the hard state a crash would leave: the file's
+// bytes as they are now, opened as a copy.
+func storedHardState(t *testing.T, path string) *pb.HardState {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "crash-copy.db")
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStorage(t, cp)
+	defer s.Close()
+	hs, _, _ := s.InitialState()
+	return hs
+}
+
+// A Ready that only moves the commit index costs no write: raft does not
+// need it durable. It is stored with the next write, with a snapshot (so
+// the stored snapshot is never beyond the stored commit), or at Close.
+func TestStorageCommitOnlyChangesRideAlong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	s := openTestStorage(t, path)
+	hs := func(commit uint64) *pb.HardState {
+		return &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(commit)}
+	}
+	if err := s.Save(hs(1), []*pb.Entry{ent(1, 1), ent(2, 1), ent(3, 1), ent(4, 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(hs(3), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedHardState(t, path).GetCommit(); got != 1 {
+		t.Fatalf("stored commit %d after a commit-only change, want 1 (not written)", got)
+	}
+	if got, _, _ := s.InitialState(); got.GetCommit() != 3 {
+		t.Fatalf("InitialState commit %d, want 3", got.GetCommit())
+	}
+	if _, err := s.CreateSnapshot(3, &pb.ConfState{Voters: []uint64{1}}, []byte("state@3")); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedHardState(t, path).GetCommit(); got != 3 {
+		t.Fatalf("stored commit %d after a snapshot at 3, want 3", got)
+	}
+	if err := s.Save(hs(4), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(nil, []*pb.Entry{ent(5, 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedHardState(t, path).GetCommit(); got != 4 {
+		t.Fatalf("stored commit %d after the next append, want 4", got)
+	}
+	if err := s.Save(hs(5), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStorage(t, path)
+	defer s.Close()
+	if got, _, _ := s.InitialState(); got.GetCommit() != 5 {
+		t.Fatalf("commit %d after a clean close, want 5", got.GetCommit())
+	}
+	// A term or vote change is written at once.
+	if err := s.Save(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(0)), Commit: new(uint64(5))}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedHardState(t, path).GetTerm(); got != 2 {
+		t.Fatalf("stored term %d after a term change, want 2", got)
 	}
 }

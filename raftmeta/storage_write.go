@@ -22,7 +22,20 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) er
 		return nil
 	}
 	s.mu.Lock()
+	if !hasSnap && len(ents) == 0 && !raft.MustSync(hs, s.hard, 0) {
+		// Only the commit index moved. Raft does not need it durable (a
+		// restart relearns it from the leader, and prepareRestart copes
+		// with a state machine ahead of it), so it rides along with the
+		// next write instead of costing a commit of its own.
+		s.hard = proto.Clone(hs).(*pb.HardState)
+		s.hardUnsaved = true
+		s.mu.Unlock()
+		return nil
+	}
 	next := storageState{offset: s.offset, offsetTerm: s.offsetTerm, last: s.last, snap: s.snapMeta}
+	if !hasHard && s.hardUnsaved {
+		hs, hasHard = proto.Clone(s.hard).(*pb.HardState), true
+	}
 	s.mu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if hasSnap {
@@ -51,6 +64,7 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) er
 	}
 	if hasHard {
 		s.hard = proto.Clone(hs).(*pb.HardState)
+		s.hardUnsaved = false
 	}
 	return nil
 }
@@ -132,9 +146,17 @@ func (s *Storage) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.S
 		return nil, fmt.Errorf("raftmeta: snapshot at %d: %w", i, err)
 	}
 	meta := &pb.SnapshotMetadata{Index: new(i), Term: new(term), ConfState: proto.Clone(pb.EnsureConfState(cs)).(*pb.ConfState)}
+	// The stored commit index must not fall behind the stored snapshot, so
+	// a commit index not yet written goes in the same transaction.
+	s.mu.Lock()
+	hs := proto.Clone(s.hard).(*pb.HardState)
+	s.mu.Unlock()
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(stateBucket)
 		if err := putProto(b, keySnapMeta, meta); err != nil {
+			return err
+		}
+		if err := putProto(b, keyHardState, hs); err != nil {
 			return err
 		}
 		return b.Put(keySnapData, data)
@@ -144,6 +166,7 @@ func (s *Storage) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.S
 	}
 	s.mu.Lock()
 	s.snapMeta = meta
+	s.hardUnsaved = s.hard.GetCommit() != hs.GetCommit()
 	s.mu.Unlock()
 	return &pb.Snapshot{Metadata: proto.Clone(meta).(*pb.SnapshotMetadata), Data: data}, nil
 }
