@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -52,17 +53,29 @@ func logBucket(k wire.CatalogKind) []byte { return []byte("log/" + string(k)) }
 // every change. Reads are local: call Node.ReadIndex first for a
 // linearizable read.
 type Catalog struct {
-	db   *bolt.DB
-	dir  string
-	keep uint64
+	db       *bolt.DB
+	dir      string
+	path     string
+	keep     uint64
+	unsynced bool
 }
 
 // CatalogOption adjusts a Catalog at open.
 type CatalogOption func(*catalogOptions)
 
 type catalogOptions struct {
-	bolt bolt.Options
-	keep uint64
+	bolt     bolt.Options
+	keep     uint64
+	unsynced bool
+	log      *slog.Logger
+}
+
+// CatalogUnsynced makes the catalog a cache of the raft log: no fsync per
+// apply, and the file is discarded and rebuilt by raft's replay after the
+// machine (not just the process) stopped with it open. See
+// catalog_unsynced.go. log reports a discarded file.
+func CatalogUnsynced(log *slog.Logger) CatalogOption {
+	return func(o *catalogOptions) { o.unsynced, o.log, o.bolt.NoSync = true, log, true }
 }
 
 // CatalogNoSync skips fsync on every apply (see KVNoSync): for tests.
@@ -82,6 +95,14 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.unsynced {
+		if o.log == nil {
+			o.log = slog.Default()
+		}
+		if _, err := prepareUnsynced(path, o.log); err != nil {
+			return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &o.bolt)
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
@@ -90,7 +111,7 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 		db.Close()
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 	}
-	return &Catalog{db: db, dir: filepath.Dir(path), keep: o.keep}, nil
+	return &Catalog{db: db, dir: filepath.Dir(path), path: path, keep: o.keep, unsynced: o.unsynced}, nil
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
@@ -104,8 +125,15 @@ func createCatalogBuckets(tx *bolt.Tx) error {
 	return createBuckets(tx, names...)
 }
 
-// Close closes the file.
-func (c *Catalog) Close() error { return c.db.Close() }
+// Close closes the file; an unsynced catalog is synced first.
+func (c *Catalog) Close() error {
+	if !c.unsynced {
+		return c.db.Close()
+	}
+	syncErr := c.db.Sync()
+	closeErr := c.db.Close()
+	return errors.Join(finishUnsynced(c.path, syncErr), closeErr)
+}
 
 // AppliedIndex implements StateMachine.
 func (c *Catalog) AppliedIndex() uint64 { return viewU64(c.db, catStateBucket, catAppliedKey) }

@@ -143,10 +143,19 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 
 // startControlPlaneHTTP serves the REST API: over TLS with the control
 // plane's certificate, else plain HTTP (with a warning unless it is bound
-// to loopback only). It returns the base URL.
-func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlaneTLS, log *slog.Logger) (*httpServer, string, error) {
+// to loopback only). It returns the base URL. With profile (a control
+// plane without a broker, so without a metrics listener), FELIX_PPROF adds
+// /debug/pprof/ to it.
+func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlaneTLS, log *slog.Logger, profile bool) (*httpServer, string, error) {
+	h := cp.Handler()
+	if profile {
+		var err error
+		if h, err = withProfiling(h, o); err != nil {
+			return nil, "", cli.Exit(err.Error(), 2)
+		}
+	}
 	if ct == nil {
-		srv, err := startHTTP(o.ControlPlaneAddr, cp.Handler(), log)
+		srv, err := startHTTP(o.ControlPlaneAddr, h, log)
 		if err != nil {
 			return nil, "", err
 		}
@@ -157,7 +166,7 @@ func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlan
 		}
 		return srv, "http://" + srv.addr.String(), nil
 	}
-	srv, err := startHTTPTLS(o.ControlPlaneAddr, cp.Handler(), ct.restConfig(), log)
+	srv, err := startHTTPTLS(o.ControlPlaneAddr, h, ct.restConfig(), log)
 	if err != nil {
 		return nil, "", err
 	}
@@ -219,7 +228,7 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		if cp, ct, err = controlPlaneRole(ctx, c, o, log); err != nil {
 			return err
 		}
-		if cpHTTP, cpURL, err = startControlPlaneHTTP(o, cp, ct, log); err != nil {
+		if cpHTTP, cpURL, err = startControlPlaneHTTP(o, cp, ct, log, !withBroker); err != nil {
 			return fmt.Errorf("--controlplane-addr %s: %w", o.ControlPlaneAddr, err)
 		}
 		catalog = cp

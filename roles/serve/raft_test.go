@@ -150,7 +150,7 @@ func TestControlPlaneRESTOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	srv, url, err := startControlPlaneHTTP(o, cp, ct, log)
+	srv, url, err := startControlPlaneHTTP(o, cp, ct, log, false)
 	if err != nil {
 		t.Fatal(err)
 	}
