@@ -21,11 +21,12 @@ import (
 
 // Transport bounds.
 const (
-	peerQueueLen     = 4096     // messages queued per peer; overflow drops and reports unreachable
-	maxBatchMessages = 256      // messages per POST /raft/message
-	maxBatchBytes    = 4 << 20  // soft byte bound of one outgoing batch
-	maxBodyBytes     = 64 << 20 // hard bound of a received message batch or proposal
-	maxHeaderBytes   = 1 << 20  // bound of a snapshot message's header
+	peerQueueLen     = 4096        // messages queued per peer; overflow drops and reports unreachable
+	maxBatchMessages = 256         // messages per POST /raft/message
+	maxBatchBytes    = 4 << 20     // soft byte bound of one outgoing batch
+	maxBodyBytes     = 64 << 20    // hard bound of a received message batch or proposal
+	maxHeaderBytes   = 1 << 20     // bound of a snapshot message's header
+	attemptFloor     = time.Second // least time a request to a peer gets
 )
 
 // transport carries raft messages and the forwarding calls between
@@ -38,6 +39,7 @@ type transport struct {
 	peers  map[uint64]*peer // every member but this one; fixed at start
 
 	joinMu sync.Mutex // serializes join handling on the leader
+	fwd    forwarder  // batches proposals handed to the leader
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -64,6 +66,7 @@ func newTransport(n *Node) (*transport, error) {
 		}
 	}
 	t := &transport{n: n, ln: ln, peers: map[uint64]*peer{}}
+	t.fwd.t = t
 	t.ctx, t.cancel = context.WithCancel(n.ctx)
 	ht := &http.Transport{ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
 	if n.cfg.TLS != nil {
@@ -111,6 +114,7 @@ func (t *transport) close() {
 		t.srv.Close()
 	}
 	t.wg.Wait()
+	t.fwd.close()
 	t.client.CloseIdleConnections()
 }
 
@@ -207,7 +211,7 @@ func (t *transport) postMessages(p *peer, batch []*pb.Message) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), time.Second))
+	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
 	defer cancel()
 	resp, err := t.do(ctx, p.id, http.MethodPost, "/raft/message", bytes.NewReader(body))
 	if err != nil {

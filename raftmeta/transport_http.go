@@ -25,6 +25,7 @@ func (t *transport) routes() http.Handler {
 	mux.HandleFunc("POST /raft/message", t.handleMessage)
 	mux.HandleFunc("POST /raft/snapshot", t.handleSnapshot)
 	mux.HandleFunc("POST /raft/propose", t.handlePropose)
+	mux.HandleFunc("POST /raft/proposals", t.handleProposals)
 	mux.HandleFunc("POST /raft/readindex", t.handleReadIndex)
 	mux.HandleFunc("POST /raft/join", t.handleJoin)
 	mux.HandleFunc("GET /raft/status", t.handleStatus)
@@ -43,23 +44,38 @@ func notLeaderError(lead uint64) *wire.Error {
 	return wire.NewError(wire.CodeNotLeader, "not the raft leader").WithDetail("leader", lead)
 }
 
-func writeError(w http.ResponseWriter, err error) {
+// errorBodyOf is err as a peer endpoint reports it.
+func errorBodyOf(err error) errorBody {
 	var we *wire.Error
 	if !errors.As(err, &we) {
 		we = wire.NewError(wire.CodeInternal, "%v", err)
 	}
+	body := errorBody{Code: we.Code, Message: we.Message, Retry: we.Retry}
+	if l, ok := we.Detail["leader"].(uint64); ok {
+		body.Leader = l
+	}
+	return body
+}
+
+// wireError is the error a peer reported, typed again.
+func (eb *errorBody) wireError() *wire.Error {
+	e := wire.ErrorFromFields(eb.Code, eb.Retry, eb.Message, nil)
+	if eb.Leader != 0 {
+		e = e.WithDetail("leader", eb.Leader)
+	}
+	return e
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	body := errorBodyOf(err)
 	status := http.StatusInternalServerError
-	switch we.Code {
+	switch body.Code {
 	case wire.CodeNotLeader, wire.CodeShardUnavailable:
 		status = http.StatusServiceUnavailable
 	case wire.CodeInvalidRequest:
 		status = http.StatusBadRequest
 	case wire.CodeOverloaded:
 		status = http.StatusTooManyRequests
-	}
-	body := errorBody{Code: we.Code, Message: we.Message, Retry: we.Retry}
-	if l, ok := we.Detail["leader"].(uint64); ok {
-		body.Leader = l
 	}
 	writeJSON(w, status, body)
 }
@@ -176,15 +192,7 @@ func (t *transport) handlePropose(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
 		return
 	}
-	if t.n.leader() != t.n.cfg.ID {
-		writeError(w, notLeaderError(t.n.leader()))
-		return
-	}
-	if err := t.n.rn.Propose(r.Context(), env); err != nil {
-		if errors.Is(err, raft.ErrProposalDropped) {
-			writeError(w, notLeaderError(t.n.leader()))
-			return
-		}
+	if err := t.proposeAsLeader(r.Context(), env); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -261,11 +269,7 @@ func drainResponse(resp *http.Response, want int) error {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb); err != nil || eb.Code == "" {
 		return wire.NewError(wire.CodeInternal, "peer answered HTTP %d", resp.StatusCode)
 	}
-	e := wire.ErrorFromFields(eb.Code, eb.Retry, eb.Message, nil)
-	if eb.Leader != 0 {
-		e = e.WithDetail("leader", eb.Leader)
-	}
-	return e
+	return eb.wireError()
 }
 
 // isNotTaken reports whether a failed call certainly did not reach the
@@ -278,24 +282,6 @@ func isNotTaken(err error) bool {
 	}
 	var we *wire.Error
 	return errors.As(err, &we) && (we.Code == wire.CodeNotLeader || we.Code == wire.CodeShardUnavailable)
-}
-
-// forwardPropose hands an envelope to the leader.
-func (t *transport) forwardPropose(ctx context.Context, lead uint64, env []byte) error {
-	resp, err := t.do(ctx, lead, http.MethodPost, "/raft/propose", strings.NewReader(string(env)))
-	if err == nil {
-		err = drainResponse(resp, http.StatusNoContent)
-	}
-	switch {
-	case err == nil:
-		return nil
-	case isNotTaken(err):
-		return fmt.Errorf("%w: %v", errNoLeader, err)
-	case ctx.Err() != nil:
-		return outcomeUnknown(ctx.Err())
-	default:
-		return outcomeUnknown(err)
-	}
 }
 
 // readIndex asks the leader for its confirmed commit index.

@@ -1,0 +1,275 @@
+package raftmeta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// Proposals a follower hands to its leader travel in batches: one POST
+// /raft/proposals carries every envelope that queued while the member's
+// earlier batches were in flight, so concurrent writers through a follower
+// cost one request per batch instead of one each. A leader without the
+// endpoint (an older member) gets them one by one on /raft/propose.
+
+const (
+	maxForwardInflight = 4   // batches a member has in flight at once
+	maxForwardBatch    = 256 // envelopes per batch
+)
+
+// forwardReq is one envelope waiting to be handed to lead.
+type forwardReq struct {
+	lead uint64
+	env  []byte
+	done chan error // buffered; receives exactly one outcome
+}
+
+// forwarder queues envelopes and runs up to maxForwardInflight senders.
+type forwarder struct {
+	t *transport
+
+	mu       sync.Mutex
+	queue    []*forwardReq
+	inflight int
+	legacy   map[uint64]bool // leaders that answered 404 to /raft/proposals
+	closed   bool
+	wg       sync.WaitGroup // senders; added to only under mu while !closed
+}
+
+// close waits for the senders (their requests end with the transport's
+// context); later calls are refused.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// proposalsAnswer is the leader's reply to a batch: the first Taken
+// envelopes are in its raft log; the next one failed with Error (when set),
+// and the rest were not tried.
+type proposalsAnswer struct {
+	Taken int        `json:"taken"`
+	Error *errorBody `json:"error,omitempty"`
+}
+
+// forwardPropose hands an envelope to the leader, batched with whatever
+// else is on its way there. Errors: errNoLeader (wrapped) when the envelope
+// certainly did not reach raft; an outcome-unknown error otherwise.
+func (t *transport) forwardPropose(ctx context.Context, lead uint64, env []byte) error {
+	f := &t.fwd
+	r := &forwardReq{lead: lead, env: env, done: make(chan error, 1)}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return ErrClosed
+	}
+	f.queue = append(f.queue, r)
+	start := f.inflight < maxForwardInflight
+	if start {
+		f.inflight++
+		f.wg.Add(1)
+	}
+	f.mu.Unlock()
+	if start {
+		go f.run()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return outcomeUnknown(ctx.Err())
+	}
+}
+
+// run sends batches until the queue is empty.
+func (f *forwarder) run() {
+	defer f.wg.Done()
+	for {
+		f.mu.Lock()
+		batch := f.takeLocked()
+		if len(batch) == 0 {
+			f.inflight--
+			f.mu.Unlock()
+			return
+		}
+		legacy := f.legacy[batch[0].lead]
+		f.mu.Unlock()
+		if legacy {
+			f.sendOneByOne(batch)
+			continue
+		}
+		if errors.Is(f.sendBatch(batch), errNoBatchEndpoint) {
+			f.mu.Lock()
+			if f.legacy == nil {
+				f.legacy = map[uint64]bool{}
+			}
+			f.legacy[batch[0].lead] = true
+			f.mu.Unlock()
+			f.sendOneByOne(batch)
+		}
+	}
+}
+
+// takeLocked removes up to maxForwardBatch requests for the leader of the
+// oldest one, keeping the others in order.
+func (f *forwarder) takeLocked() []*forwardReq {
+	if len(f.queue) == 0 {
+		return nil
+	}
+	lead := f.queue[0].lead
+	var batch []*forwardReq
+	rest := f.queue[:0]
+	for _, r := range f.queue {
+		if r.lead == lead && len(batch) < maxForwardBatch {
+			batch = append(batch, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	clear(f.queue[len(rest):])
+	f.queue = rest
+	return batch
+}
+
+var errNoBatchEndpoint = errors.New("raftmeta: leader has no /raft/proposals")
+
+// sendBatch posts batch and answers every request in it, except when the
+// leader lacks the endpoint (errNoBatchEndpoint: nothing was taken and
+// nothing answered).
+func (f *forwarder) sendBatch(batch []*forwardReq) error {
+	t := f.t
+	var body bytes.Buffer
+	for _, r := range batch {
+		body.Write(binary.AppendUvarint(nil, uint64(len(r.env))))
+		body.Write(r.env)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+	defer cancel()
+	resp, err := t.do(ctx, batch[0].lead, http.MethodPost, "/raft/proposals", &body)
+	var ans proposalsAnswer
+	if err == nil {
+		if resp.StatusCode == http.StatusNotFound {
+			resp.Body.Close()
+			return errNoBatchEndpoint
+		}
+		if resp.StatusCode != http.StatusOK {
+			err = drainResponse(resp, http.StatusOK)
+		} else {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans)
+			resp.Body.Close()
+		}
+	}
+	if err != nil {
+		// The whole batch shares the request's fate.
+		for _, r := range batch {
+			r.done <- forwardOutcome(ctx, err)
+		}
+		return nil
+	}
+	for i, r := range batch {
+		switch {
+		case i < ans.Taken:
+			r.done <- nil
+		case i == ans.Taken && ans.Error != nil:
+			r.done <- forwardOutcome(ctx, ans.Error.wireError())
+		default:
+			r.done <- fmt.Errorf("%w: an earlier proposal of the batch failed", errNoLeader)
+		}
+	}
+	return nil
+}
+
+// sendOneByOne hands each envelope over on its own, for a leader that
+// predates /raft/proposals.
+func (f *forwarder) sendOneByOne(batch []*forwardReq) {
+	t := f.t
+	for _, r := range batch {
+		ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+		resp, err := t.do(ctx, r.lead, http.MethodPost, "/raft/propose", bytes.NewReader(r.env))
+		if err == nil {
+			err = drainResponse(resp, http.StatusNoContent)
+		}
+		if err != nil {
+			r.done <- forwardOutcome(ctx, err)
+		} else {
+			r.done <- nil
+		}
+		cancel()
+	}
+}
+
+// forwardOutcome classifies a failed hand-over: certainly not taken
+// (errNoLeader, so the caller retries at once) or outcome unknown.
+func forwardOutcome(ctx context.Context, err error) error {
+	switch {
+	case isNotTaken(err):
+		return fmt.Errorf("%w: %v", errNoLeader, err)
+	case ctx.Err() != nil:
+		return outcomeUnknown(ctx.Err())
+	default:
+		return outcomeUnknown(err)
+	}
+}
+
+// handleProposals proposes a batch of envelopes in order and reports how
+// many raft took before the first failure.
+func (t *transport) handleProposals(w http.ResponseWriter, r *http.Request) {
+	if !t.requireStarted(w) {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, wire.NewError(wire.CodeInvalidRequest, "read proposals: %v", err))
+		return
+	}
+	var envs [][]byte
+	for len(body) > 0 {
+		l, n := binary.Uvarint(body)
+		if n <= 0 || l > uint64(len(body)-n) {
+			writeError(w, wire.NewError(wire.CodeInvalidRequest, "truncated proposal batch"))
+			return
+		}
+		env := body[n : n+int(l)]
+		if _, _, err := decodeEnvelope(env); err != nil {
+			writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
+			return
+		}
+		envs = append(envs, env)
+		body = body[n+int(l):]
+	}
+	var ans proposalsAnswer
+	for _, env := range envs {
+		err := t.proposeAsLeader(r.Context(), env)
+		if err != nil {
+			eb := errorBodyOf(err)
+			ans.Error = &eb
+			break
+		}
+		ans.Taken++
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// proposeAsLeader hands env to this member's raft if it leads; a dropped
+// proposal reads as "not the leader".
+func (t *transport) proposeAsLeader(ctx context.Context, env []byte) error {
+	if t.n.leader() != t.n.cfg.ID {
+		return notLeaderError(t.n.leader())
+	}
+	err := t.n.rn.Propose(ctx, env)
+	if errors.Is(err, raft.ErrProposalDropped) {
+		return notLeaderError(t.n.leader())
+	}
+	return err
+}
