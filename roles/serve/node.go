@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -185,6 +186,9 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	log := newLogger(os.Stderr, o.env)
+	if withControlPlane && !withBroker {
+		tuneControlPlaneGC(log)
+	}
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
@@ -312,6 +316,22 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// controlPlaneGCPercent is the GC target of a process that runs only the
+// control plane. Its heap is small (the catalog lives in bbolt's mmap) and
+// churns fast under a burst of writes, so at Go's default of 100 the
+// collector ran a dozen times a second and took ~12% of the CPU of a
+// three-member group under felix bench meta; at 400 creates/s rose by
+// 10-20%, for a heap that peaks at a few tens of MB. GOGC still wins.
+const controlPlaneGCPercent = 400
+
+func tuneControlPlaneGC(log *slog.Logger) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	debug.SetGCPercent(controlPlaneGCPercent)
+	log.Debug("GC target raised for a control-plane-only process", "gc_percent", controlPlaneGCPercent)
 }
 
 // fileToken re-reads the token file on every call, so a rotated token is
