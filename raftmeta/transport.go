@@ -52,6 +52,10 @@ type peer struct {
 	url      string
 	queue    chan *pb.Message
 	snapBusy atomic.Bool // a snapshot is being streamed to this peer
+
+	// Owned by the peer's sender.
+	stream        *peerStream // open message stream, if any
+	noStreamUntil time.Time   // the peer has no streams: POST until then
 }
 
 func newTransport(n *Node) (*transport, error) {
@@ -144,6 +148,7 @@ func (t *transport) send(msgs []*pb.Message) {
 // dropping what was queued meanwhile.
 func (t *transport) sendLoop(p *peer) {
 	defer t.wg.Done()
+	defer p.closeStream()
 	var backoff time.Duration
 	for {
 		var first *pb.Message
@@ -153,7 +158,7 @@ func (t *transport) sendLoop(p *peer) {
 		case first = <-p.queue:
 		}
 		batch := t.collect(p, first)
-		err := t.postMessages(p, batch)
+		err := t.sendMessages(p, batch)
 		if err == nil {
 			backoff = 0
 			continue
@@ -206,11 +211,20 @@ func (t *transport) sleep(d time.Duration) bool {
 	}
 }
 
-func (t *transport) postMessages(p *peer, batch []*pb.Message) error {
+// sendMessages sends a batch on p's stream, or posts it to a peer that
+// has no stream endpoint.
+func (t *transport) sendMessages(p *peer, batch []*pb.Message) error {
 	body, err := encodeBatch(batch)
 	if err != nil {
 		return err
 	}
+	if err := t.streamBatch(p, body); !errors.Is(err, errNoStreamEndpoint) {
+		return err
+	}
+	return t.postMessages(p, body)
+}
+
+func (t *transport) postMessages(p *peer, body []byte) error {
 	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
 	defer cancel()
 	resp, err := t.do(ctx, p.id, http.MethodPost, "/raft/message", bytes.NewReader(body))

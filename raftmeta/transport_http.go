@@ -23,6 +23,8 @@ import (
 func (t *transport) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /raft/message", t.handleMessage)
+	mux.HandleFunc("POST /raft/stream", t.handleStream)
+	mux.HandleFunc("GET /raft/stream", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /raft/snapshot", t.handleSnapshot)
 	mux.HandleFunc("POST /raft/propose", t.handlePropose)
 	mux.HandleFunc("POST /raft/proposals", t.handleProposals)
