@@ -96,10 +96,11 @@ func finishUnsynced(path string, syncErr error) error {
 	return syncDir(filepath.Dir(path))
 }
 
-// writeSynced replaces the file at path with data, durably.
+// writeSynced writes data to the file at path and syncs it and its
+// directory. A marker torn by a crash matches no boot, so the worst case
+// is a rebuild; no temporary file is needed.
 func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -110,11 +111,7 @@ func writeSynced(path string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return syncDir(filepath.Dir(path))

@@ -149,14 +149,9 @@ var errNoBatchEndpoint = errors.New("raftmeta: leader has no /raft/proposals")
 // nothing answered).
 func (f *forwarder) sendBatch(batch []*forwardReq) error {
 	t := f.t
-	var body bytes.Buffer
-	for _, r := range batch {
-		body.Write(binary.AppendUvarint(nil, uint64(len(r.env))))
-		body.Write(r.env)
-	}
 	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
 	defer cancel()
-	resp, err := t.do(ctx, batch[0].lead, http.MethodPost, "/raft/proposals", &body)
+	resp, err := t.do(ctx, batch[0].lead, http.MethodPost, "/raft/proposals", bytes.NewReader(encodeProposals(batch)))
 	var ans proposalsAnswer
 	if err == nil {
 		if resp.StatusCode == http.StatusNotFound {
@@ -222,31 +217,46 @@ func forwardOutcome(ctx context.Context, err error) error {
 	}
 }
 
+// encodeProposals frames envelopes as uvarint length + envelope each.
+func encodeProposals(batch []*forwardReq) []byte {
+	var out []byte
+	for _, r := range batch {
+		out = binary.AppendUvarint(out, uint64(len(r.env)))
+		out = append(out, r.env...)
+	}
+	return out
+}
+
+// decodeProposals is encodeProposals' inverse; every envelope must decode.
+// The envelopes alias b.
+func decodeProposals(b []byte) ([][]byte, error) {
+	var envs [][]byte
+	for len(b) > 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, errors.New("raftmeta: truncated proposal batch")
+		}
+		env := b[n : n+int(l)]
+		if _, _, err := decodeEnvelope(env); err != nil {
+			return nil, err
+		}
+		envs = append(envs, env)
+		b = b[n+int(l):]
+	}
+	return envs, nil
+}
+
 // handleProposals proposes a batch of envelopes in order and reports how
 // many raft took before the first failure.
 func (t *transport) handleProposals(w http.ResponseWriter, r *http.Request) {
-	if !t.requireStarted(w) {
+	body, ok := t.readPeerBody(w, r, "proposals")
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	envs, err := decodeProposals(body)
 	if err != nil {
-		writeError(w, wire.NewError(wire.CodeInvalidRequest, "read proposals: %v", err))
+		writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
 		return
-	}
-	var envs [][]byte
-	for len(body) > 0 {
-		l, n := binary.Uvarint(body)
-		if n <= 0 || l > uint64(len(body)-n) {
-			writeError(w, wire.NewError(wire.CodeInvalidRequest, "truncated proposal batch"))
-			return
-		}
-		env := body[n : n+int(l)]
-		if _, _, err := decodeEnvelope(env); err != nil {
-			writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
-			return
-		}
-		envs = append(envs, env)
-		body = body[n+int(l):]
 	}
 	var ans proposalsAnswer
 	for _, env := range envs {

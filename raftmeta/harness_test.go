@@ -39,14 +39,22 @@ func newTestCluster(t testing.TB, size int, snapshotEvery uint64) *testCluster {
 
 func newTestClusterTLS(t testing.TB, size int, snapshotEvery uint64, tlsConf *tls.Config) *testCluster {
 	t.Helper()
+	scheme := "http://"
+	if tlsConf != nil {
+		scheme = "https://"
+	}
+	return startTestCluster(t, size, snapshotEvery, tlsConf, func(_ uint64, addr string) string { return scheme + addr })
+}
+
+// startTestCluster starts size members on 127.0.0.1 listeners; peerURL
+// names each member to the others (its listener's address, or a proxy in
+// front of it).
+func startTestCluster(t testing.TB, size int, snapshotEvery uint64, tlsConf *tls.Config, peerURL func(id uint64, addr string) string) *testCluster {
+	t.Helper()
 	c := &testCluster{
 		t: t, peers: map[uint64]string{}, addrs: map[uint64]string{}, dirs: map[uint64]string{},
 		nodes: map[uint64]*Node{}, kvs: map[uint64]*KV{}, tick: testTick, snapshotEvery: snapshotEvery,
 		tls: tlsConf,
-	}
-	scheme := "http://"
-	if tlsConf != nil {
-		scheme = "https://"
 	}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= uint64(size); id++ {
@@ -56,7 +64,7 @@ func newTestClusterTLS(t testing.TB, size int, snapshotEvery uint64, tlsConf *tl
 		}
 		lns[id] = ln
 		c.addrs[id] = ln.Addr().String()
-		c.peers[id] = scheme + ln.Addr().String()
+		c.peers[id] = peerURL(id, ln.Addr().String())
 		c.dirs[id] = t.TempDir()
 	}
 	for id, ln := range lns {

@@ -160,13 +160,9 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			break
 		}
-		msgs, err := decodeBatch(buf)
-		if err != nil {
-			writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
+		if err := t.stepBatch(r.Context(), buf); err != nil {
+			writeError(w, err)
 			return
-		}
-		for _, m := range msgs {
-			t.n.receive(r.Context(), m)
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -2,7 +2,6 @@ package raftmeta
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -36,20 +35,8 @@ func (p *pathCounter) get(path string) int {
 func newProxiedCluster(t *testing.T, size int, asOld bool) (*testCluster, *pathCounter) {
 	t.Helper()
 	seen := &pathCounter{n: map[string]int{}}
-	c := &testCluster{
-		t: t, peers: map[uint64]string{}, addrs: map[uint64]string{}, dirs: map[uint64]string{},
-		nodes: map[uint64]*Node{}, kvs: map[uint64]*KV{}, tick: testTick,
-	}
-	lns := map[uint64]net.Listener{}
-	for id := uint64(1); id <= uint64(size); id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[id] = ln
-		c.addrs[id] = ln.Addr().String()
-		c.dirs[id] = t.TempDir()
-		target, _ := url.Parse("http://" + ln.Addr().String())
+	c := startTestCluster(t, size, 0, nil, func(_ uint64, addr string) string {
+		target, _ := url.Parse("http://" + addr)
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.FlushInterval = -1 // pass a stream's batches on at once
 		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,12 +48,8 @@ func newProxiedCluster(t *testing.T, size int, asOld bool) (*testCluster, *pathC
 			rp.ServeHTTP(w, r)
 		}))
 		t.Cleanup(proxy.Close)
-		c.peers[id] = proxy.URL
-	}
-	for id, ln := range lns {
-		c.startWith(id, ln)
-	}
-	t.Cleanup(c.closeAll)
+		return proxy.URL
+	})
 	return c, seen
 }
 
@@ -117,4 +100,29 @@ func TestPeersFallBackForOlderMembers(t *testing.T) {
 	if seen.get("/raft/propose") == 0 {
 		t.Fatal("no write was forwarded one by one to an older leader")
 	}
+}
+
+func TestProposalsRoundTrip(t *testing.T) {
+	batch := []*forwardReq{{env: encodeEnvelope(1, []byte("a"))}, {env: encodeEnvelope(2, []byte("bc"))}}
+	b := encodeProposals(batch)
+	envs, err := decodeProposals(b)
+	if err != nil || len(envs) != 2 || string(envs[1]) != string(batch[1].env) {
+		t.Fatalf("round trip: %q %v", envs, err)
+	}
+	if _, err := decodeProposals(b[:len(b)-1]); err == nil {
+		t.Fatal("truncated batch accepted")
+	}
+}
+
+func FuzzDecodeProposals(f *testing.F) {
+	f.Add(encodeProposals([]*forwardReq{{env: encodeEnvelope(7, []byte("cmd"))}}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		envs, err := decodeProposals(b) // must not panic
+		for _, e := range envs {
+			if _, _, derr := decodeEnvelope(e); err == nil && derr != nil {
+				t.Fatalf("accepted an undecodable envelope %x", e)
+			}
+		}
+	})
 }

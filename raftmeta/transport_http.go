@@ -97,22 +97,40 @@ func (t *transport) requireStarted(w http.ResponseWriter) bool {
 	return false
 }
 
-func (t *transport) handleMessage(w http.ResponseWriter, r *http.Request) {
+// readPeerBody reads a bounded request body once the node runs,
+// answering 503 or 400 when it cannot.
+func (t *transport) readPeerBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
 	if !t.requireStarted(w) {
-		return
+		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, wire.NewError(wire.CodeInvalidRequest, "read batch: %v", err))
-		return
+		writeError(w, wire.NewError(wire.CodeInvalidRequest, "read %s: %v", what, err))
+		return nil, false
 	}
-	msgs, err := decodeBatch(body)
+	return body, true
+}
+
+// stepBatch steps every message of an encoded batch into raft.
+func (t *transport) stepBatch(ctx context.Context, b []byte) error {
+	msgs, err := decodeBatch(b)
 	if err != nil {
-		writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
-		return
+		return wire.NewError(wire.CodeInvalidRequest, "%v", err)
 	}
 	for _, m := range msgs {
-		t.n.receive(r.Context(), m)
+		t.n.receive(ctx, m)
+	}
+	return nil
+}
+
+func (t *transport) handleMessage(w http.ResponseWriter, r *http.Request) {
+	body, ok := t.readPeerBody(w, r, "batch")
+	if !ok {
+		return
+	}
+	if err := t.stepBatch(r.Context(), body); err != nil {
+		writeError(w, err)
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -183,14 +201,11 @@ func (n *Node) receive(ctx context.Context, m *pb.Message) {
 }
 
 func (t *transport) handlePropose(w http.ResponseWriter, r *http.Request) {
-	if !t.requireStarted(w) {
+	env, ok := t.readPeerBody(w, r, "proposal")
+	if !ok {
 		return
 	}
-	env, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err == nil {
-		_, _, err = decodeEnvelope(env)
-	}
-	if err != nil {
+	if _, _, err := decodeEnvelope(env); err != nil {
 		writeError(w, wire.NewError(wire.CodeInvalidRequest, "%v", err))
 		return
 	}
