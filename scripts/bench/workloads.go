@@ -191,7 +191,7 @@ func allWorkloads() []workload {
 				}}
 			}},
 		{name: "meta", peer: "etcd puts, 3 members",
-			note: "Felix: stream creates through the REST API of a three-member Raft group (felix controlplane, each member its own process), sent to member 1; etcd: 3 members, ~200 B values.",
+			note: "Felix: stream creates through the REST API of a three-member Raft group (felix controlplane, each member its own process), sent to a follower, which hands them to the leader; etcd: 3 members, ~200 B values, its client balancing over them.",
 			cases: func(o *options) []caseSpec {
 				d, c := o.duration, strconv.Itoa(o.metaConcurrency)
 				return []caseSpec{{
@@ -203,7 +203,11 @@ func allWorkloads() []workload {
 						if err != nil {
 							return nil, err
 						}
-						args := append([]string{"meta", "--duration", secs(d), "--concurrency", c}, g.benchArgs()...)
+						target, err := g.benchArgs(ctx)
+						if err != nil {
+							return nil, err
+						}
+						args := append([]string{"meta", "--duration", secs(d), "--concurrency", c}, target...)
 						return e.felixBench(ctx, nil, d+time.Minute, args...)
 					},
 					peer: func(ctx context.Context, e *env) (figures, error) {
