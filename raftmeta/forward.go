@@ -39,7 +39,7 @@ type forwarder struct {
 	t *transport
 
 	mu       sync.Mutex
-	queue    []*forwardReq
+	queue    []*forwardReq // bounded by maxPending: every caller holds a proposal slot
 	inflight int
 	legacy   map[uint64]bool // leaders that answered 404 to /raft/proposals
 	closed   bool

@@ -76,7 +76,8 @@ func (n *Node) raftConfig(applied uint64) *raft.Config {
 }
 
 // handleReady performs one Ready's duties in the order raft requires:
-// persist (snapshot, entries, hard state), then send, then apply.
+// persist (snapshot, entries, hard state), then send (a leader sends
+// first), then apply.
 func (n *Node) handleReady(rd raft.Ready) error {
 	n.noteSoftState(rd)
 	// A leader may send before its own write (Raft thesis §10.2.1): its
@@ -181,10 +182,7 @@ func (n *Node) applyLoop() {
 			return
 		}
 		ents = append(ents[:0], j.ents...)
-		var barrier chan struct{}
-		if j.drained != nil {
-			barrier = j.drained
-		}
+		barrier := j.drained
 	more:
 		for barrier == nil {
 			select {
