@@ -182,7 +182,12 @@ func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*res
 		}
 		defer stop()
 	}
-	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Timeout: 10 * time.Second}}}
+	// Keep a connection per caller: the default transport keeps two idle
+	// per host and closes the rest, which costs the server a connection
+	// set-up every time more than two callers finish at once.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}}
 	r, err := f(ctx, t)
 	if err != nil {
 		return err
