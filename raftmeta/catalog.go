@@ -99,7 +99,7 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 		if o.log == nil {
 			o.log = slog.Default()
 		}
-		if _, err := prepareUnsynced(path, o.log); err != nil {
+		if err := prepareUnsynced(path, o.log); err != nil {
 			return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 		}
 	}

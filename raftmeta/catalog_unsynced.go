@@ -46,17 +46,16 @@ func currentBoot() string {
 
 // prepareUnsynced checks the marker of the catalog at path before bbolt
 // opens it, discards the file when it cannot be trusted, and writes a new
-// marker for this open. It reports whether the file was discarded.
-func prepareUnsynced(path string, log *slog.Logger) (bool, error) {
+// marker for this open.
+func prepareUnsynced(path string, log *slog.Logger) error {
 	marker := path + unsyncedMarkerSuffix
 	boot := currentBoot()
 	prev, err := os.ReadFile(marker)
-	discarded := false
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// Closed cleanly, or never opened unsynced.
 	case err != nil:
-		return false, fmt.Errorf("read %s: %w", marker, err)
+		return fmt.Errorf("read %s: %w", marker, err)
 	case boot != "" && string(prev) == boot:
 		// The process stopped without closing, but the machine did not:
 		// every write is in the page cache, and bbolt's own commit order
@@ -68,17 +67,13 @@ func prepareUnsynced(path string, log *slog.Logger) (bool, error) {
 		}
 		log.Warn("discarding the catalog file: it is rebuilt from the raft log", "path", path, "reason", why)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, fmt.Errorf("discard %s: %w", path, err)
+			return fmt.Errorf("discard %s: %w", path, err)
 		}
-		discarded = true
 	}
 	if boot == "" {
 		boot = markerUntrusted
 	}
-	if err := writeSynced(marker, []byte(boot)); err != nil {
-		return false, err
-	}
-	return discarded, nil
+	return writeSynced(marker, []byte(boot))
 }
 
 // finishUnsynced removes the marker of a catalog file closed after a

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 
@@ -41,7 +42,7 @@ type forwarder struct {
 	mu       sync.Mutex
 	queue    []*forwardReq // bounded by maxPending: every caller holds a proposal slot
 	inflight int
-	legacy   map[uint64]bool // leaders that answered 404 to /raft/proposals
+	legacy   map[uint64]time.Time // leaders that answered 404 to /raft/proposals: one by one until then
 	closed   bool
 	wg       sync.WaitGroup // senders; added to only under mu while !closed
 }
@@ -103,18 +104,20 @@ func (f *forwarder) run() {
 			f.mu.Unlock()
 			return
 		}
-		legacy := f.legacy[batch[0].lead]
+		legacy := time.Now().Before(f.legacy[batch[0].lead])
 		f.mu.Unlock()
 		if legacy {
 			f.sendOneByOne(batch)
 			continue
 		}
 		if errors.Is(f.sendBatch(batch), errNoBatchEndpoint) {
+			// Asked again later, like a peer without streams: it may be
+			// upgraded meanwhile.
 			f.mu.Lock()
 			if f.legacy == nil {
-				f.legacy = map[uint64]bool{}
+				f.legacy = map[uint64]time.Time{}
 			}
-			f.legacy[batch[0].lead] = true
+			f.legacy[batch[0].lead] = time.Now().Add(recheckStream)
 			f.mu.Unlock()
 			f.sendOneByOne(batch)
 		}
@@ -149,7 +152,7 @@ var errNoBatchEndpoint = errors.New("raftmeta: leader has no /raft/proposals")
 // nothing answered).
 func (f *forwarder) sendBatch(batch []*forwardReq) error {
 	t := f.t
-	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+	ctx, cancel := context.WithTimeout(t.ctx, t.peerTimeout())
 	defer cancel()
 	resp, err := t.do(ctx, batch[0].lead, http.MethodPost, "/raft/proposals", bytes.NewReader(encodeProposals(batch)))
 	var ans proposalsAnswer
@@ -190,7 +193,7 @@ func (f *forwarder) sendBatch(batch []*forwardReq) error {
 func (f *forwarder) sendOneByOne(batch []*forwardReq) {
 	t := f.t
 	for _, r := range batch {
-		ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+		ctx, cancel := context.WithTimeout(t.ctx, t.peerTimeout())
 		resp, err := t.do(ctx, r.lead, http.MethodPost, "/raft/propose", bytes.NewReader(r.env))
 		if err == nil {
 			err = drainResponse(resp, http.StatusNoContent)

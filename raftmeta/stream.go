@@ -27,7 +27,8 @@ import (
 // of it, so a 404 to the stream itself would arrive only after that much
 // of the log had been lost.
 
-// recheckStream is how long a peer without streams is sent POSTs before
+// recheckStream is how long a peer without streams (or a leader without
+// batched proposals) is sent one request per batch (or proposal) before
 // it is asked again.
 const recheckStream = time.Minute
 
@@ -73,7 +74,7 @@ func (t *transport) openStream(p *peer) *peerStream {
 // canStream asks p whether it takes streams: true on 204, false on 404 or
 // 405 (an older member), an error when p did not answer.
 func (t *transport) canStream(p *peer) (bool, error) {
-	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+	ctx, cancel := context.WithTimeout(t.ctx, t.peerTimeout())
 	defer cancel()
 	resp, err := t.do(ctx, p.id, http.MethodGet, "/raft/stream", nil)
 	if err != nil {
@@ -112,7 +113,7 @@ func (t *transport) streamBatch(p *peer, batch []byte) error {
 	// A peer that stopped reading (frozen, or its network gone) must not
 	// hold the sender forever: the stream is cut and raft hears the peer
 	// is unreachable, as with a failed POST.
-	stall := time.AfterFunc(max(5*t.n.electionTimeout(), attemptFloor), p.stream.cancel)
+	stall := time.AfterFunc(t.peerTimeout(), p.stream.cancel)
 	_, err := p.stream.w.Write(frame)
 	stall.Stop()
 	if err != nil {

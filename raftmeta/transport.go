@@ -108,6 +108,12 @@ func (t *transport) serve() {
 
 func (t *transport) addr() string { return t.ln.Addr().String() }
 
+// peerTimeout bounds one request to a peer (or one write to its stream):
+// five election timeouts, at least attemptFloor.
+func (t *transport) peerTimeout() time.Duration {
+	return max(5*t.n.electionTimeout(), attemptFloor)
+}
+
 // close stops the listener, waits for in-flight handlers (they end because
 // the node's context is cancelled first) and for every sender.
 func (t *transport) close() {
@@ -225,7 +231,7 @@ func (t *transport) sendMessages(p *peer, batch []*pb.Message) error {
 }
 
 func (t *transport) postMessages(p *peer, body []byte) error {
-	ctx, cancel := context.WithTimeout(t.ctx, max(5*t.n.electionTimeout(), attemptFloor))
+	ctx, cancel := context.WithTimeout(t.ctx, t.peerTimeout())
 	defer cancel()
 	resp, err := t.do(ctx, p.id, http.MethodPost, "/raft/message", bytes.NewReader(body))
 	if err != nil {

@@ -91,20 +91,21 @@ func (s *Service) listPolicies(r *http.Request, _ *auth.Identity) (int, any, err
 	return http.StatusOK, listBody[Policy]{Items: nonNil(items)}, err
 }
 
-// principalPath reads and checks the {principal} path segment.
-func principalPath(r *http.Request) (string, error) {
+// principalPath reads and checks the named path segments and the
+// {principal} one.
+func principalPath(r *http.Request, names ...string) ([]string, string, error) {
+	n, err := pathNames(r, names...)
+	if err != nil {
+		return nil, "", err
+	}
 	var p problems
 	v := r.PathValue("principal")
 	p.subject("principal (path)", v)
-	return v, p.err()
+	return n, v, p.err()
 }
 
 func (s *Service) putAssignment(r *http.Request, _ *auth.Identity) (int, any, error) {
-	n, err := pathNames(r, "tenant", "role")
-	if err != nil {
-		return 0, nil, err
-	}
-	principal, err := principalPath(r)
+	n, principal, err := principalPath(r, "tenant", "role")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -122,11 +123,7 @@ func (s *Service) putAssignment(r *http.Request, _ *auth.Identity) (int, any, er
 }
 
 func (s *Service) deleteAssignment(r *http.Request, _ *auth.Identity) (int, any, error) {
-	n, err := pathNames(r, "tenant", "role")
-	if err != nil {
-		return 0, nil, err
-	}
-	principal, err := principalPath(r)
+	n, principal, err := principalPath(r, "tenant", "role")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -139,11 +136,7 @@ func (s *Service) deleteAssignment(r *http.Request, _ *auth.Identity) (int, any,
 
 // deletePrincipal takes every role from a principal and revokes its tokens.
 func (s *Service) deletePrincipal(r *http.Request, _ *auth.Identity) (int, any, error) {
-	n, err := pathNames(r, "tenant")
-	if err != nil {
-		return 0, nil, err
-	}
-	principal, err := principalPath(r)
+	n, principal, err := principalPath(r, "tenant")
 	if err != nil {
 		return 0, nil, err
 	}
