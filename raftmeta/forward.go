@@ -13,15 +13,72 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/felixmq/felix/wire"
 )
 
-// Proposals a follower hands to its leader travel in batches: one POST
-// /raft/proposals carries every envelope that queued while the member's
-// earlier batches were in flight, so concurrent writers through a follower
-// cost one request per batch instead of one each. A leader without the
-// endpoint (an older member) gets them one by one on /raft/propose.
+// A follower hands its proposals to the leader much as etcd does: as
+// MsgProp messages, which ride the message stream to the leader with
+// everything else, and the follower waits for its own apply of the entry.
+// The member builds the MsgProp itself rather than letting raft forward
+// it: raft stops taking proposals on a member that was removed and
+// re-added (a wiped member's rejoin) until the next leader change. A forwarded proposal that is lost (the leader changed or
+// stopped before appending it) is noticed by the proposer, which gives up
+// with an unknown outcome one election timeout after the leader changed;
+// callers re-propose with the same request id.
+//
+// Members of earlier releases drop MsgProp from peers. A leader says it
+// takes them in its answer to the stream question (acceptsHeader); to one
+// that does not, proposals go in batches on POST /raft/proposals, or one
+// by one on /raft/propose to a leader that predates batches.
+
+// acceptsHeader, on the answer to GET /raft/stream, lists what a member
+// takes on its streams besides raft's own replication traffic.
+const (
+	acceptsHeader    = "Felix-Raft-Accepts"
+	acceptsProposals = "proposals"
+)
+
+// forwardedProposal reports whether m, a MsgProp from a peer, carries only
+// commands in envelopes, which is all a member ever forwards. Anything else
+// (a configuration change above all) is not stepped.
+func forwardedProposal(m *pb.Message) bool {
+	if len(m.GetEntries()) == 0 {
+		return false
+	}
+	for _, e := range m.GetEntries() {
+		if e.GetType() != pb.EntryNormal {
+			return false
+		}
+		if _, _, err := decodeEnvelope(e.GetData()); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// proposeOnStream queues env for lead as a MsgProp on the message stream.
+// It returns false, having sent nothing, when lead has not said it takes
+// them or its queue is full.
+func (t *transport) proposeOnStream(lead uint64, env []byte) bool {
+	p := t.peers[lead]
+	if p == nil || !p.takesProposals.Load() {
+		return false
+	}
+	m := &pb.Message{
+		Type:    pb.MsgProp.Enum(),
+		To:      new(lead),
+		From:    new(t.n.cfg.ID),
+		Entries: []*pb.Entry{{Type: pb.EntryNormal.Enum(), Data: env}},
+	}
+	select {
+	case p.queue <- m:
+		return true
+	default:
+		return false
+	}
+}
 
 const (
 	maxForwardInflight = 4   // batches a member has in flight at once

@@ -61,6 +61,7 @@ type Node struct {
 	conf          *pb.ConfState
 	confIndex     uint64        // log index that produced conf
 	changedC      chan struct{} // closed and replaced whenever the fields above change
+	leadC         chan struct{} // closed and replaced whenever lead changes
 	pending       map[uint64]chan proposalResult
 	reads         map[string]chan uint64
 	leaderContact time.Time // last MsgApp/MsgHeartbeat/MsgSnap received
@@ -94,7 +95,7 @@ func Open(cfg Config) (*Node, error) {
 	conf, confIndex := st.ConfState()
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("raft_member", cfg.ID), storage: st, fsm: cfg.FSM,
-		startedC: make(chan struct{}), applyC: make(chan applyJob, applyQueueLen), conf: conf, confIndex: confIndex, changedC: make(chan struct{}),
+		startedC: make(chan struct{}), applyC: make(chan applyJob, applyQueueLen), conf: conf, confIndex: confIndex, changedC: make(chan struct{}), leadC: make(chan struct{}),
 		pending: map[uint64]chan proposalResult{}, reads: map[string]chan uint64{},
 		joinTokens: map[uint64]joinRecord{},
 	}
@@ -226,6 +227,13 @@ func (n *Node) changed() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.changedC
+}
+
+// leaderChanged is closed when the known leader next changes.
+func (n *Node) leaderChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leadC
 }
 
 // leader returns the known leader (0 when none).

@@ -40,18 +40,42 @@ func (n *Node) propose(ctx context.Context, cmd []byte) (proposalResult, error) 
 		return proposalResult{}, err
 	}
 	defer n.unregister(id)
-	if err := n.submit(ctx, encodeEnvelope(id, cmd)); err != nil {
+	lead, err := n.submit(ctx, encodeEnvelope(id, cmd))
+	if err != nil {
 		return proposalResult{}, err
 	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		return proposalResult{}, outcomeUnknown(ctx.Err())
-	case <-n.ctx.Done():
-		return proposalResult{}, ErrClosed
+	// A leader change can lose the command: the old leader had not yet
+	// appended it, or its entry is overwritten. One election timeout after
+	// the change, an entry that survived has reached this member's log and
+	// is usually applied; the caller is told the outcome is unknown then,
+	// rather than at its own deadline.
+	changed := n.leaderChanged()
+	if n.leader() != lead {
+		changed = closedC
+	}
+	var lost <-chan time.Time
+	for {
+		select {
+		case r := <-ch:
+			return r, nil
+		case <-changed:
+			t := time.NewTimer(n.electionTimeout())
+			defer t.Stop()
+			changed, lost = nil, t.C
+		case <-lost:
+			return proposalResult{}, outcomeUnknown(errLeaderChanged)
+		case <-ctx.Done():
+			return proposalResult{}, outcomeUnknown(ctx.Err())
+		case <-n.ctx.Done():
+			return proposalResult{}, ErrClosed
+		}
 	}
 }
+
+// closedC is a closed channel: a change that already happened.
+var closedC = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+var errLeaderChanged = errors.New("the raft leader changed before the command was applied")
 
 // register reserves a proposal id and its result slot.
 func (n *Node) register() (uint64, chan proposalResult, error) {
@@ -74,32 +98,36 @@ func (n *Node) unregister(id uint64) {
 	n.mu.Unlock()
 }
 
-// submit hands an envelope to the leader: directly when this member leads,
-// over the transport otherwise. It retries while the command certainly
-// was not accepted (no leader, leader changed, proposal dropped).
-func (n *Node) submit(ctx context.Context, env []byte) error {
+// submit hands an envelope to the leader and returns which member that
+// was: raft takes it when this member leads; a leader that takes forwarded
+// proposals gets it on the message stream, others from the forwarder (see
+// forward.go). It retries
+// while the command certainly was not accepted (no leader, leader changed,
+// proposal dropped).
+func (n *Node) submit(ctx context.Context, env []byte) (uint64, error) {
 	for {
 		lead := n.leader()
 		var err error
-		switch lead {
-		case 0:
+		switch {
+		case lead == 0:
 			err = errNoLeader
-		case n.cfg.ID:
+		case lead == n.cfg.ID:
 			err = n.rn.Propose(ctx, env)
 			if errors.Is(err, raft.ErrProposalDropped) {
 				err = errNoLeader
 			}
+		case n.tr.proposeOnStream(lead, env):
 		default:
 			err = n.tr.forwardPropose(ctx, lead, env)
 		}
 		if err == nil || !errors.Is(err, errNoLeader) {
-			return err
+			return lead, err
 		}
 		if werr := n.waitForChange(ctx); werr != nil {
 			if errors.Is(werr, ErrClosed) {
-				return werr
+				return 0, werr
 			}
-			return wire.NewError(wire.CodeShardUnavailable, "no raft leader accepted the proposal: %v", werr)
+			return 0, wire.NewError(wire.CodeShardUnavailable, "no raft leader accepted the proposal: %v", werr)
 		}
 	}
 }

@@ -70,6 +70,9 @@ func (n *Node) raftConfig(applied uint64) *raft.Config {
 		MaxUncommittedEntriesSize: 64 << 20,
 		CheckQuorum:               true,
 		PreVote:                   true,
+		// A follower's raft never forwards: the member sends MsgProp itself
+		// (forward.go). Raft's own forwarding stops for good on a member
+		// that was removed and re-added until the leader changes.
 		DisableProposalForwarding: true,
 		Logger:                    raftLogger{n.log},
 	}
@@ -209,6 +212,10 @@ func (n *Node) noteSoftState(rd raft.Ready) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if rd.SoftState != nil {
+		if rd.SoftState.Lead != n.lead {
+			close(n.leadC)
+			n.leadC = make(chan struct{})
+		}
 		n.lead, n.role = rd.SoftState.Lead, rd.SoftState.RaftState
 	}
 	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {

@@ -72,7 +72,8 @@ func (t *transport) openStream(p *peer) *peerStream {
 }
 
 // canStream asks p whether it takes streams: true on 204, false on 404 or
-// 405 (an older member), an error when p did not answer.
+// 405 (an older member), an error when p did not answer. It also notes
+// whether p takes proposals on them.
 func (t *transport) canStream(p *peer) (bool, error) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.peerTimeout())
 	defer cancel()
@@ -83,6 +84,7 @@ func (t *transport) canStream(p *peer) (bool, error) {
 	resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusNoContent:
+		p.takesProposals.Store(resp.Header.Get(acceptsHeader) == acceptsProposals)
 		return true, nil
 	case http.StatusNotFound, http.StatusMethodNotAllowed:
 		return false, nil
@@ -119,6 +121,7 @@ func (t *transport) streamBatch(p *peer, batch []byte) error {
 	if err != nil {
 		s := p.stream
 		p.stream = nil
+		p.takesProposals.Store(false) // asked again with the next stream
 		<-s.ended
 		return fmt.Errorf("raftmeta: stream to %d: %w (%v)", p.id, err, s.err)
 	}
@@ -131,6 +134,7 @@ func (p *peer) closeStream() {
 		p.stream.w.Close()
 		p.stream.cancel()
 		p.stream = nil
+		p.takesProposals.Store(false)
 	}
 }
 

@@ -1,6 +1,8 @@
 package raftmeta
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +10,11 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // pathCounter counts the peer requests a proxy saw, by path.
@@ -28,20 +35,36 @@ func (p *pathCounter) get(path string) int {
 	return p.n[path]
 }
 
+// release is how a proxied member looks to its peers.
+type release int
+
+const (
+	thisRelease   release = iota
+	streamsOnly           // streams and batched proposals, but MsgProp from peers is dropped
+	beforeStreams         // neither streams nor batched proposals
+)
+
 // newProxiedCluster starts size members whose peers reach one another
-// through an HTTP proxy in front of each member. With asOld, the proxies
-// answer 404 on the endpoints an older member lacks (/raft/stream and
-// /raft/proposals), as a member of the previous release would.
-func newProxiedCluster(t *testing.T, size int, asOld bool) (*testCluster, *pathCounter) {
+// through an HTTP proxy in front of each member. The proxies make every
+// member look like one of rel: an older member's proxy answers 404 on the
+// endpoints it lacks, or leaves out of its stream answer that it takes
+// forwarded proposals.
+func newProxiedCluster(t *testing.T, size int, rel release) (*testCluster, *pathCounter) {
 	t.Helper()
 	seen := &pathCounter{n: map[string]int{}}
 	c := startTestCluster(t, size, 0, nil, func(_ uint64, addr string) string {
 		target, _ := url.Parse("http://" + addr)
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.FlushInterval = -1 // pass a stream's batches on at once
+		if rel == streamsOnly {
+			rp.ModifyResponse = func(r *http.Response) error {
+				r.Header.Del(acceptsHeader)
+				return nil
+			}
+		}
 		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			seen.add(r.URL.Path)
-			if asOld && (r.URL.Path == "/raft/stream" || r.URL.Path == "/raft/proposals") {
+			if rel == beforeStreams && (r.URL.Path == "/raft/stream" || r.URL.Path == "/raft/proposals") {
 				http.NotFound(w, r)
 				return
 			}
@@ -71,9 +94,10 @@ func putEverywhere(c *testCluster, n int) {
 }
 
 // Raft messages travel on one stream per peer, and writes through a
-// follower reach the leader in batches on /raft/proposals.
-func TestPeersStreamMessagesAndBatchProposals(t *testing.T) {
-	c, seen := newProxiedCluster(t, 3, false)
+// follower reach the leader on it too, as forwarded MsgProp: no request is
+// made per write or per batch of writes.
+func TestPeersStreamMessagesAndProposals(t *testing.T) {
+	c, seen := newProxiedCluster(t, 3, thisRelease)
 	c.leader()
 	putEverywhere(c, 50)
 	if got := seen.get("/raft/message"); got != 0 {
@@ -82,16 +106,31 @@ func TestPeersStreamMessagesAndBatchProposals(t *testing.T) {
 	if got := seen.get("/raft/stream"); got == 0 || got > 12 {
 		t.Fatalf("%d streams opened, want one per peer and a few reconnects at most", got)
 	}
+	if seen.get("/raft/proposals") != 0 || seen.get("/raft/propose") != 0 {
+		t.Fatalf("forwarded writes: %d batches, %d single; want all on streams", seen.get("/raft/proposals"), seen.get("/raft/propose"))
+	}
+}
+
+// A leader of the previous release drops MsgProp from peers, and does not
+// say it takes them: writes through a follower reach it in batches on
+// /raft/proposals.
+func TestPeersBatchProposalsToLeadersWithoutForwarding(t *testing.T) {
+	c, seen := newProxiedCluster(t, 3, streamsOnly)
+	c.leader()
+	putEverywhere(c, 50)
+	if seen.get("/raft/message") != 0 {
+		t.Fatal("messages were posted one batch at a time to members with streams")
+	}
 	if seen.get("/raft/proposals") == 0 || seen.get("/raft/propose") != 0 {
 		t.Fatalf("forwarded writes: %d batches, %d single; want batches only", seen.get("/raft/proposals"), seen.get("/raft/propose"))
 	}
 }
 
-// A group whose members lack the stream and batch endpoints (the previous
+// A group whose members lack the stream and batch endpoints (an earlier
 // release, during a rolling upgrade) still replicates and forwards: the
 // newer members fall back to a POST per message batch and per proposal.
 func TestPeersFallBackForOlderMembers(t *testing.T) {
-	c, seen := newProxiedCluster(t, 3, true)
+	c, seen := newProxiedCluster(t, 3, beforeStreams)
 	c.leader()
 	putEverywhere(c, 30)
 	if seen.get("/raft/message") == 0 {
@@ -99,6 +138,53 @@ func TestPeersFallBackForOlderMembers(t *testing.T) {
 	}
 	if seen.get("/raft/propose") == 0 {
 		t.Fatal("no write was forwarded one by one to an older leader")
+	}
+}
+
+// A write through a follower whose leader is gone returns once a new
+// leader is known and the write has not shown up, with an unknown outcome
+// (or applied, if the old leader had replicated it), not at the caller's
+// deadline; the same write then goes through.
+func TestProposalToALostLeaderEndsUnknown(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	lead := c.leader()
+	c.put(lead%3+1, "warm", "up") // the follower's streams are open
+	c.stop(lead)
+	via := lead%3 + 1
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.nodes[via].Propose(ctx, KVPut([]byte("k"), []byte("v")))
+	if err != nil && (ctx.Err() != nil || !unknownOrUnavailable(err)) {
+		t.Fatalf("write to a lost leader: %v (caller's deadline passed: %v)", err, ctx.Err() != nil)
+	}
+	c.put(via, "k", "v")
+	c.converged()
+	if got := c.get(via, "k"); got != "v" {
+		t.Fatalf("k = %q after the retry", got)
+	}
+}
+
+func unknownOrUnavailable(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && (we.Retry == wire.RetryOutcomeUnknown || we.Code == wire.CodeShardUnavailable)
+}
+
+func TestForwardedProposalGuard(t *testing.T) {
+	env := encodeEnvelope(1, []byte("cmd"))
+	cases := []struct {
+		name string
+		ents []*pb.Entry
+		ok   bool
+	}{
+		{"commands", []*pb.Entry{{Data: env}, {Data: env}}, true},
+		{"no entries", nil, false},
+		{"configuration change", []*pb.Entry{{Data: env}, {Type: pb.EntryConfChange.Enum(), Data: env}}, false},
+		{"no envelope", []*pb.Entry{{Data: []byte("x")}}, false},
+	}
+	for _, tc := range cases {
+		if got := forwardedProposal(&pb.Message{Type: pb.MsgProp.Enum(), Entries: tc.ents}); got != tc.ok {
+			t.Errorf("%s: forwardedProposal = %v, want %v", tc.name, got, tc.ok)
+		}
 	}
 }
 

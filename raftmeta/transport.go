@@ -52,6 +52,9 @@ type peer struct {
 	url      string
 	queue    chan *pb.Message
 	snapBusy atomic.Bool // a snapshot is being streamed to this peer
+	// takesProposals: the peer's answer to the stream question said it
+	// steps proposals forwarded in raft messages (MsgProp).
+	takesProposals atomic.Bool
 
 	// Owned by the peer's sender.
 	stream        *peerStream // open message stream, if any

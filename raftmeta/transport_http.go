@@ -24,7 +24,10 @@ func (t *transport) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /raft/message", t.handleMessage)
 	mux.HandleFunc("POST /raft/stream", t.handleStream)
-	mux.HandleFunc("GET /raft/stream", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /raft/stream", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(acceptsHeader, acceptsProposals)
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("POST /raft/snapshot", t.handleSnapshot)
 	mux.HandleFunc("POST /raft/propose", t.handlePropose)
 	mux.HandleFunc("POST /raft/proposals", t.handleProposals)
@@ -175,7 +178,11 @@ func readSnapshotMessage(r *bufio.Reader) (*pb.Message, error) {
 // receive steps one message from a peer into raft, after the guards that
 // keep bad or dangerous input away from it.
 func (n *Node) receive(ctx context.Context, m *pb.Message) {
-	if m.GetTo() != n.cfg.ID || raft.IsLocalMsg(m.GetType()) || m.GetType() == pb.MsgProp {
+	if m.GetTo() != n.cfg.ID || raft.IsLocalMsg(m.GetType()) {
+		return
+	}
+	if m.GetType() == pb.MsgProp && !forwardedProposal(m) {
+		n.log.Debug("refused a forwarded proposal that is not commands in envelopes", "from", m.GetFrom())
 		return
 	}
 	n.mu.Lock()
