@@ -46,6 +46,7 @@ type Storage struct {
 	conf        *pb.ConfState
 	confIndex   uint64 // log index of the conf change that produced conf
 	snapMeta    *pb.SnapshotMetadata
+	tail        logTail // the newest entries, ending at last
 }
 
 // OpenStorage opens (creating if needed) the raft log file at path.
@@ -164,7 +165,13 @@ func (s *Storage) bounds() (offset, offsetTerm, last uint64) {
 
 // Term returns the term of the entry at index i.
 func (s *Storage) Term(i uint64) (uint64, error) {
-	offset, offsetTerm, last := s.bounds()
+	s.mu.Lock()
+	offset, offsetTerm, last := s.offset, s.offsetTerm, s.last
+	term, cached := s.tail.term(i)
+	s.mu.Unlock()
+	if cached {
+		return term, nil
+	}
 	switch {
 	case i < offset:
 		return 0, raft.ErrCompacted
@@ -173,7 +180,6 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 	case i > last:
 		return 0, raft.ErrUnavailable
 	}
-	var term uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
 		e, err := readEntry(tx.Bucket(entriesBucket), i)
 		if err != nil {
@@ -195,7 +201,14 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 // Entries returns the entries in [lo, hi), at least one and then as many as
 // fit in maxSize bytes.
 func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
-	offset, _, last := s.bounds()
+	s.mu.Lock()
+	offset, last := s.offset, s.last
+	if lo > offset && s.tail.covers(lo, hi) {
+		out := s.tail.slice(lo, hi, maxSize)
+		s.mu.Unlock()
+		return out, nil
+	}
+	s.mu.Unlock()
 	if lo <= offset {
 		return nil, raft.ErrCompacted
 	}

@@ -58,6 +58,13 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) er
 	defer s.mu.Unlock()
 	s.offset, s.offsetTerm, s.last = next.offset, next.offsetTerm, next.last
 	if hasSnap {
+		s.tail.reset()
+	}
+	for len(ents) > 0 && ents[0].GetIndex() <= next.offset {
+		ents = ents[1:]
+	}
+	s.tail.append(ents)
+	if hasSnap {
 		s.snapMeta = proto.Clone(snap.GetMetadata()).(*pb.SnapshotMetadata)
 		s.conf = proto.Clone(pb.EnsureConfState(snap.GetMetadata().GetConfState())).(*pb.ConfState)
 		s.confIndex = snap.GetMetadata().GetIndex()
@@ -200,6 +207,7 @@ func (s *Storage) Compact(i uint64) error {
 	}
 	s.mu.Lock()
 	s.offset, s.offsetTerm = i, term
+	s.tail.compact(i)
 	s.mu.Unlock()
 	return nil
 }
