@@ -1,6 +1,7 @@
 package raftmeta
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -163,12 +164,24 @@ func WithRequestID(cmd []byte, id string) ([]byte, error) {
 	if id == "" || len(id) > maxRequestIDLen {
 		return nil, fmt.Errorf("raftmeta: request id must be 1 to %d bytes", maxRequestIDLen)
 	}
-	var c catalogCmd
-	if err := json.Unmarshal(cmd, &c); err != nil {
-		return nil, fmt.Errorf("raftmeta: not a catalog command: %w", err)
+	// Only the envelope's version and operation are decoded, to check that
+	// cmd is a command; the id is then appended as the object's last
+	// member (the last of duplicate members wins when it is decoded).
+	var head struct {
+		V  int    `json:"v"`
+		Op string `json:"op"`
 	}
-	c.Request = id
-	return json.Marshal(c)
+	if err := json.Unmarshal(cmd, &head); err != nil || head.Op == "" {
+		return nil, fmt.Errorf("raftmeta: not a catalog command: %v", err)
+	}
+	body := bytes.TrimRight(cmd, " \t\r\n")
+	body = body[:len(body)-1]     // the object's closing brace
+	quoted, _ := json.Marshal(id) // a string always marshals
+	out := make([]byte, 0, len(body)+len(quoted)+8)
+	out = append(out, body...)
+	out = append(out, `,"req":`...)
+	out = append(out, quoted...)
+	return append(out, '}'), nil
 }
 
 // CatalogKey is the key a resource is filed under: "tenant", "tenant/ns",

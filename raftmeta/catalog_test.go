@@ -2,10 +2,12 @@ package raftmeta
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -218,8 +220,24 @@ func TestCatalogRequestIDsApplyOnce(t *testing.T) {
 	if c.AppliedIndex() != 7 {
 		t.Fatalf("applied index %d", c.AppliedIndex())
 	}
-	if _, err := WithRequestID([]byte("junk"), "x"); err == nil {
-		t.Fatal("WithRequestID accepted a non-command")
+	for _, junk := range []string{"junk", "null", "[]", `"s"`, "{}"} {
+		if _, err := WithRequestID([]byte(junk), "x"); err == nil {
+			t.Fatalf("WithRequestID accepted %s", junk)
+		}
+	}
+	// The id is added without changing the command, and a second id
+	// replaces the first.
+	plain := CmdWrite(wire.KindTenants, ModeCreate, wire.CatalogItem{Tenant: &wire.Tenant{TenantID: "acme", DisplayName: `a "quoted" name`}})
+	for _, cmd := range [][]byte{plain, must(WithRequestID(plain, "first"))} {
+		var got, want catalogCmd
+		if err := json.Unmarshal(must(WithRequestID(cmd, "id-\"x\"")), &got); err != nil {
+			t.Fatal(err)
+		}
+		_ = json.Unmarshal(plain, &want)
+		want.Request = `id-"x"`
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("with a request id: %+v, want %+v", got, want)
+		}
 	}
 }
 
