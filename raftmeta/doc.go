@@ -61,13 +61,17 @@
 // Each entry is an envelope: a version byte, an 8-byte random proposal id
 // and the command. The proposing member registers the id and waits until
 // it applies that entry itself; then it returns Apply's result or its
-// deterministic error. A follower POSTs the envelope to the leader's
-// /raft/propose (the leader only appends it to raft) and waits for its own
-// apply, so whoever wrote through a member can read the write there at
-// once, and results never cross the network. Hand-overs that certainly did
-// not reach the leader's raft (no leader, refused connection, "not leader")
-// are retried; others end with wire code quorum_timeout and retry class
-// outcome_unknown, because a command is never re-proposed blindly.
+// deterministic error. A follower sends the envelope to the leader as a
+// MsgProp on its message stream (the leader only appends it to raft) and
+// waits for its own apply, so whoever wrote through a member can read the
+// write there at once, and results never cross the network. A leader of an
+// earlier release gets envelopes on POST /raft/proposals or /raft/propose
+// instead (forward.go). Hand-overs that certainly did not reach the
+// leader's raft (no leader, refused connection, "not leader") are retried;
+// a proposal still unapplied one election timeout after the leader changed,
+// or whose caller's context ended, ends with wire code quorum_timeout and
+// retry class outcome_unknown, because a command is never re-proposed
+// blindly (the catalog's request ids make its re-proposals safe).
 //
 // ReadIndex asks the leader (directly or over POST /raft/readindex) for a
 // quorum-confirmed commit index, then waits for the local apply to reach
@@ -113,9 +117,12 @@
 // # Transport
 //
 // HTTP/2 over TLS with the configured tls.Config (plain HTTP/1.1 when TLS
-// is nil, for tests). Endpoints: POST /raft/message (a batch of
-// length-prefixed raftpb messages), POST /raft/snapshot, POST /raft/propose,
-// POST /raft/readindex, POST /raft/join, GET /raft/status. Each peer has a
+// is nil, for tests). Endpoints: POST /raft/stream (a long-lived body of
+// message batches; GET /raft/stream says whether a member has it and takes
+// proposals on it), POST /raft/message (one batch of length-prefixed
+// raftpb messages), POST /raft/snapshot, POST /raft/proposals and
+// /raft/propose, POST /raft/readindex, POST /raft/join, GET /raft/status.
+// Each peer has a
 // queue of 4096 messages and one sender goroutine; a full queue drops the
 // message and reports the peer unreachable to raft, and a failed send backs
 // off exponentially from one tick to one election timeout, dropping what
