@@ -23,10 +23,12 @@ import (
 // everything else, and the follower waits for its own apply of the entry.
 // The member builds the MsgProp itself rather than letting raft forward
 // it: raft stops taking proposals on a member that was removed and
-// re-added (a wiped member's rejoin) until the next leader change. A forwarded proposal that is lost (the leader changed or
-// stopped before appending it) is noticed by the proposer, which gives up
-// with an unknown outcome one election timeout after the leader changed;
-// callers re-propose with the same request id.
+// re-added (a wiped member's rejoin) until the next leader change.
+//
+// A forwarded proposal can be lost without a word (the leader changed or
+// stopped before appending it, or the stream broke). The proposer gives up
+// with an unknown outcome one election timeout after the leader changes,
+// or at its own deadline; RaftStore re-proposes with the same request id.
 //
 // Members of earlier releases drop MsgProp from peers. A leader says it
 // takes them in its answer to the stream question (acceptsHeader); to one

@@ -101,9 +101,8 @@ func (n *Node) unregister(id uint64) {
 // submit hands an envelope to the leader and returns which member that
 // was: raft takes it when this member leads; a leader that takes forwarded
 // proposals gets it on the message stream, others from the forwarder (see
-// forward.go). It retries
-// while the command certainly was not accepted (no leader, leader changed,
-// proposal dropped).
+// forward.go). It retries while the command certainly was not accepted (no
+// leader, leader changed, proposal dropped).
 func (n *Node) submit(ctx context.Context, env []byte) (uint64, error) {
 	for {
 		lead := n.leader()
