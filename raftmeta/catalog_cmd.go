@@ -3,6 +3,7 @@ package raftmeta
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -171,8 +172,11 @@ func WithRequestID(cmd []byte, id string) ([]byte, error) {
 		V  int    `json:"v"`
 		Op string `json:"op"`
 	}
-	if err := json.Unmarshal(cmd, &head); err != nil || head.Op == "" {
-		return nil, fmt.Errorf("raftmeta: not a catalog command: %v", err)
+	if err := json.Unmarshal(cmd, &head); err != nil {
+		return nil, fmt.Errorf("raftmeta: not a catalog command: %w", err)
+	}
+	if head.Op == "" {
+		return nil, errors.New("raftmeta: not a catalog command: no operation")
 	}
 	body := bytes.TrimRight(cmd, " \t\r\n")
 	body = body[:len(body)-1]     // the object's closing brace
