@@ -16,15 +16,18 @@ type Broker struct {
 	closed  bool
 	streams map[StreamKey]*Stream
 	caches  map[CacheKey]*Cache
+	watch   *watchEnv
 }
 
 // NewBroker returns an empty broker core; zero Config fields take their
 // defaults.
 func NewBroker(cfg Config) *Broker {
+	cfg = cfg.withDefaults()
 	return &Broker{
-		cfg:     cfg.withDefaults(),
+		cfg:     cfg,
 		streams: map[StreamKey]*Stream{},
 		caches:  map[CacheKey]*Cache{},
+		watch:   newWatchEnv(cfg),
 	}
 }
 
@@ -145,7 +148,7 @@ func (b *Broker) ApplyCache(spec wire.CacheSpec) error {
 		c.setLimits(maxEntries, maxBytes)
 		return nil
 	}
-	b.caches[k] = newCache(k, b.cfg.CacheShards, maxEntries, maxBytes)
+	b.caches[k] = newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
 	return nil
 }
 
@@ -160,11 +163,16 @@ func (b *Broker) cacheLimits(spec wire.CacheSpec) (entries, bytes int64) {
 	return entries, bytes
 }
 
-// RemoveCache removes a cache and its entries.
+// RemoveCache removes a cache and its entries, ending its watches with
+// ErrCacheDeleted.
 func (b *Broker) RemoveCache(k CacheKey) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	c := b.caches[k]
 	delete(b.caches, k)
+	b.mu.Unlock()
+	if c != nil {
+		c.close(ErrCacheDeleted)
+	}
 }
 
 // Cache looks a cache up.
@@ -187,6 +195,7 @@ func (b *Broker) RemoveNamespace(tenant, ns string) {
 
 func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 	var gone []*Stream
+	var goneCaches []*Cache
 	b.mu.Lock()
 	for k, st := range b.streams {
 		if match(k.Tenant, k.Namespace) {
@@ -194,12 +203,16 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 			delete(b.streams, k)
 		}
 	}
-	for k := range b.caches {
+	for k, c := range b.caches {
 		if match(k.Tenant, k.Namespace) {
+			goneCaches = append(goneCaches, c)
 			delete(b.caches, k)
 		}
 	}
 	b.mu.Unlock()
+	for _, c := range goneCaches {
+		c.close(ErrCacheDeleted)
+	}
 	for _, st := range gone {
 		st.close(ErrStreamDeleted, false)
 		st.closeLogs(true)
@@ -213,10 +226,13 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 func (b *Broker) Close() {
 	b.mu.Lock()
 	b.closed = true
-	streams := b.streams
+	streams, caches := b.streams, b.caches
 	b.streams = map[StreamKey]*Stream{}
 	b.caches = map[CacheKey]*Cache{}
 	b.mu.Unlock()
+	for _, c := range caches {
+		c.close(ErrSubscriberClosed)
+	}
 	for _, st := range streams {
 		st.close(ErrSubscriberClosed, true)
 		st.closeLogs(false)

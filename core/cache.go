@@ -30,6 +30,8 @@ type Cache struct {
 	bytes   atomic.Int64
 	mask    uint64
 	shards  []cacheShard
+	// log assigns offsets to applied writes and feeds watches.
+	log cacheLog
 }
 
 type cacheShard struct {
@@ -42,14 +44,21 @@ type cacheEntry struct {
 	value []byte
 	// expiresAt is the expiry in Unix nanoseconds; 0 means never.
 	expiresAt int64
+	// offset is the offset of the write that set the entry.
+	offset uint64
 }
 
 func (e cacheEntry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.expiresAt }
 
 func entrySize(key string, value []byte) int64 { return int64(len(key) + len(value)) }
 
-func newCache(k CacheKey, shards int, maxEntries, maxBytes int64) *Cache {
+// newCache returns an empty cache. Its first offset is the creation time
+// in Unix nanoseconds, so offsets of an earlier cache of the same name (or
+// an earlier broker process) are below it and read as older than the
+// history.
+func newCache(k CacheKey, shards int, maxEntries, maxBytes int64, env *watchEnv) *Cache {
 	c := &Cache{key: k, mask: uint64(shards - 1), shards: make([]cacheShard, shards)}
+	c.log.env, c.log.next = env, uint64(time.Now().UnixNano())
 	for i := range c.shards {
 		c.shards[i].m = map[string]cacheEntry{}
 	}
@@ -98,6 +107,7 @@ func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) 
 			return c.fullError()
 		}
 	}
+	e.offset = c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
 	s.m[key] = e
 	return nil
 }
@@ -151,7 +161,7 @@ func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 		return nil, false
 	}
 	if e.expired(now.UnixNano()) {
-		c.removeLocked(s, key, e)
+		c.removeLocked(s, key, e, wire.CacheOpExpire)
 		return nil, false
 	}
 	return e.value, true
@@ -167,14 +177,18 @@ func (c *Cache) Delete(key string, now time.Time) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	c.removeLocked(s, key, e)
 	if e.expired(now.UnixNano()) {
+		c.removeLocked(s, key, e, wire.CacheOpExpire)
 		return nil, false
 	}
+	c.removeLocked(s, key, e, wire.CacheOpDelete)
 	return e.value, true
 }
 
-func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry) {
+// removeLocked removes key's entry e from s (whose lock the caller holds)
+// as an applied write of op.
+func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) {
+	c.record(op, key, nil, 0)
 	delete(s.m, key)
 	c.entries.Add(-1)
 	c.bytes.Add(-entrySize(key, e.value))
@@ -198,7 +212,7 @@ func (c *Cache) sweepLocked(s *cacheShard, now int64) int {
 	n := 0
 	for k, e := range s.m {
 		if e.expired(now) {
-			c.removeLocked(s, k, e)
+			c.removeLocked(s, k, e, wire.CacheOpExpire)
 			n++
 		}
 	}

@@ -15,6 +15,9 @@ const (
 	DefaultCacheMaxEntries      = 1_000_000
 	DefaultCacheMaxBytes        = 256 << 20
 	DefaultCacheShards          = 16
+	DefaultCacheWatchHistory    = 4 << 20
+	DefaultCacheWatchMaxBytes   = 1 << 20
+	DefaultCacheWatchMaxTotal   = 256 << 20
 
 	// MaxSubQueueCapacity caps the item capacity a subscriber may ask for.
 	MaxSubQueueCapacity = 1 << 20
@@ -49,6 +52,18 @@ type Config struct {
 	// CacheShards is the number of lock shards per cache, rounded up to a
 	// power of two (default 16).
 	CacheShards int
+	// CacheWatchHistoryBytes bounds the recent changes each watched cache
+	// keeps for resumes (FELIX_CACHE_WATCH_HISTORY_BYTES, default 4 MiB);
+	// negative keeps none. A cache keeps history only once watched.
+	CacheWatchHistoryBytes int64
+	// CacheWatchMaxBytes bounds one watch's queue of changes, counting key,
+	// value and 64 bytes per change (FELIX_CACHE_WATCH_MAX_BYTES, default
+	// 1 MiB); past it the watch ends lagged.
+	CacheWatchMaxBytes int64
+	// CacheWatchMaxBytesTotal bounds the queued bytes of every watch
+	// together (FELIX_CACHE_WATCH_MAX_BYTES_TOTAL, default 256 MiB); the
+	// watch whose change would pass it ends lagged.
+	CacheWatchMaxBytesTotal int64
 	// Storage, when set, makes durable streams write segment logs; nil
 	// serves them from memory.
 	Storage *StorageConfig
@@ -85,7 +100,20 @@ func (c Config) withDefaults() Config {
 		c.CacheShards = DefaultCacheShards
 	}
 	c.CacheShards = nextPowerOfTwo(c.CacheShards)
+	if c.CacheWatchHistoryBytes == 0 {
+		c.CacheWatchHistoryBytes = DefaultCacheWatchHistory
+	}
+	if c.CacheWatchMaxBytes <= 0 {
+		c.CacheWatchMaxBytes = DefaultCacheWatchMaxBytes
+	}
+	if c.CacheWatchMaxBytesTotal <= 0 {
+		c.CacheWatchMaxBytesTotal = DefaultCacheWatchMaxTotal
+	}
 	return c
+}
+
+func newWatchEnv(c Config) *watchEnv {
+	return &watchEnv{historyBytes: c.CacheWatchHistoryBytes, maxBytes: c.CacheWatchMaxBytes, maxTotal: c.CacheWatchMaxBytesTotal}
 }
 
 func nextPowerOfTwo(n int) int {

@@ -67,4 +67,15 @@
 // removed by them or by Sweep; the caller passes "now" explicitly.
 // MaxEntries and MaxBytes bound each cache; a write past them is refused
 // with overloaded / reason "cache_full".
+//
+// Every applied write (put, delete, expiry) takes the cache's next offset;
+// the first is the cache's creation time in Unix nanoseconds, so offsets
+// of an earlier cache of the name read as older than any history. Watch
+// follows a key or prefix: a retained start gets the current values, then
+// a state item, then every later change; a resume gets the changes from
+// its offset out of a byte-bounded history (created at the first Watch),
+// or a resnapshot when the history no longer reaches back. Each watch's
+// queue is bounded by bytes (and all of them together); overflow ends the
+// watch lagged at the first change it missed. Lock order: shard, then the
+// cache's logMu, then a watch's mutex.
 package core

@@ -19,6 +19,15 @@ var (
 	subscribeDropped = metrics.GetOrCreateCounter("felix_subscribe_dropped_total")
 	// framesEncodedMetric mirrors framesEncoded.
 	framesEncodedMetric = metrics.GetOrCreateCounter("felix_event_frames_encoded_total")
+
+	// Cache watches: open watches, values and changes handed to their
+	// owners, watches ended lagged, bytes of change history held and of
+	// changes queued for watches.
+	cacheWatchesGauge      = metrics.GetOrCreateGauge("felix_cache_watches", nil)
+	cacheWatchDelivered    = metrics.GetOrCreateCounter("felix_cache_watch_changes_delivered_total")
+	cacheWatchLagged       = metrics.GetOrCreateCounter("felix_cache_watch_lagged_total")
+	cacheWatchHistoryBytes = metrics.GetOrCreateGauge("felix_cache_watch_history_bytes", nil)
+	cacheWatchQueuedBytes  = metrics.GetOrCreateGauge("felix_cache_watch_queued_bytes", nil)
 )
 
 var framesEncoded atomic.Uint64

@@ -108,7 +108,7 @@ func newDurableMessage(t string) Message {
 	case "offset_value":
 		return &OffsetValue{}
 	}
-	return nil
+	return newCacheWatchMessage(t)
 }
 
 // Validate checks the required fields of a stream_read.

@@ -32,6 +32,14 @@ func FuzzParseMessage(f *testing.F) {
 		`{"TYPE":"auth","Tenant_ID":"x"}`,
 		`{"type":"auth","type":"zzz"}`,
 		`{"type":"cache_value","value":null}`,
+		`{"type":"cache_watch","tenant_id":"a","namespace":"b","cache":"c","key":"k","prefix":true,"from_offset":7,"watch_id":3,"request_id":1}`,
+		`{"type":"cache_watch","tenant_id":"a","namespace":"b","cache":"c","key":"","retained":true,"request_id":2}`,
+		`{"type":"cache_watch_ok","request_id":1,"watch_id":3,"offset":18446744073709551615,"resnapshot":true}`,
+		`{"type":"cache_change","offset":5,"op":"put","key":"k","value":"dg==","expires_at_ms":1700000000000,"retained":true}`,
+		`{"type":"cache_change","offset":6,"op":"expire","key":"k","value":null}`,
+		`{"type":"cache_change","offset":6,"op":"delete","key":"k","value":""}`,
+		`{"type":"cache_watch_state","offset":9,"count":2}`,
+		`{"type":"cache_watch_lagged","watch_id":3,"resume_from":9}`,
 		`{"type":5}`, `{}`, `null`, `[]`, `{"type":"publish","payload":"!!"}`,
 	} {
 		f.Add([]byte(s))

@@ -105,7 +105,11 @@ type Config struct {
 
 	// Core configures the broker core: FELIX_SUBSCRIBER_QUEUE_CAPACITY
 	// (512), FELIX_SUB_QUEUE_MAX_BYTES (64 MiB), FELIX_REPLAY_RING_MAX_BYTES
-	// (8 MiB), FELIX_SUB_QUEUE_POLICY (drop_new).
+	// (8 MiB), FELIX_SUB_QUEUE_POLICY (drop_new),
+	// FELIX_CACHE_WATCH_HISTORY_BYTES (4 MiB of recent changes per watched
+	// cache; 0 keeps none), FELIX_CACHE_WATCH_MAX_BYTES (1 MiB queued per
+	// cache watch), FELIX_CACHE_WATCH_MAX_BYTES_TOTAL (256 MiB queued over
+	// every cache watch).
 	Core core.Config
 	// Sched configures the publish scheduler: FELIX_PUB_QUEUE_DEPTH (512
 	// slots per tenant), FELIX_PUB_MAX_QUEUED (8192), FELIX_PUB_WORKERS
@@ -264,6 +268,12 @@ func (r *envReader) coreConfig(c *core.Config) {
 	r.int(&c.SubQueueCapacity, "FELIX_SUBSCRIBER_QUEUE_CAPACITY", 1, math.MaxInt32)
 	r.int64(&c.SubQueueMaxBytes, "FELIX_SUB_QUEUE_MAX_BYTES", 1, math.MaxInt64)
 	r.int64(&c.ReplayRingMaxBytes, "FELIX_REPLAY_RING_MAX_BYTES", 0, math.MaxInt64)
+	r.int64(&c.CacheWatchHistoryBytes, "FELIX_CACHE_WATCH_HISTORY_BYTES", 0, math.MaxInt64)
+	if c.CacheWatchHistoryBytes == 0 && strings.TrimSpace(r.get("FELIX_CACHE_WATCH_HISTORY_BYTES")) != "" {
+		c.CacheWatchHistoryBytes = -1 // 0 disables; core reads 0 as the default
+	}
+	r.int64(&c.CacheWatchMaxBytes, "FELIX_CACHE_WATCH_MAX_BYTES", 1, math.MaxInt64)
+	r.int64(&c.CacheWatchMaxBytesTotal, "FELIX_CACHE_WATCH_MAX_BYTES_TOTAL", 1, math.MaxInt64)
 	if v := strings.TrimSpace(r.get("FELIX_SUB_QUEUE_POLICY")); v != "" {
 		p, err := core.ParseQueuePolicy(v)
 		if err != nil {

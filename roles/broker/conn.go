@@ -11,8 +11,8 @@ import (
 )
 
 // connection is one accepted QUIC connection: its stream accept loops,
-// request streams (control and publish ingress), subscription writers, and
-// its publish byte budget and subscription limit.
+// request streams (control and publish ingress), subscription and cache
+// watch writers, and its publish byte budget and subscription limit.
 type connection struct {
 	srv    *Server
 	qc     *quic.Conn
@@ -37,6 +37,8 @@ type connection struct {
 	// must flush (one set per connection instead of a registration per
 	// subscription on flushCtx). Guarded by mu.
 	live map[*eventWriter]struct{}
+	// watchIDs are the cache watch ids in use. Guarded by mu.
+	watchIDs map[uint64]struct{}
 
 	done chan struct{} // closed once everything above has ended
 }

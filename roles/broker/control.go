@@ -19,7 +19,8 @@ const (
 	ServerFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
 		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
 		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
-	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete
+	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete |
+		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
@@ -170,6 +171,8 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleCacheGet(m)
 	case *wire.CacheDelete:
 		cs.handleCacheDelete(m)
+	case *wire.CacheWatch:
+		cs.handleCacheWatch(m)
 	case *wire.Auth:
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "stream is already authenticated"), nil)
 	default:

@@ -422,6 +422,13 @@ func (e *env) subscribeWith(qc *quic.Conn, s *tstream, req *wire.Subscribe) (*ts
 	if !ok {
 		e.t.Fatalf("subscribe refused: %#v", m)
 	}
+	return e.acceptEvents(qc, sd.SubscriptionID), sd
+}
+
+// acceptEvents accepts the next event stream and checks its hello names
+// id.
+func (e *env) acceptEvents(qc *quic.Conn, id uint64) *tsub {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rs, err := qc.AcceptUniStream(ctx)
@@ -435,11 +442,11 @@ func (e *env) subscribeWith(qc *quic.Conn, s *tstream, req *wire.Subscribe) (*ts
 		e.t.Fatal(err)
 	}
 	h, ok := hm.(*wire.EventStreamHello)
-	if !ok || h.SubscriptionID != sd.SubscriptionID {
-		e.t.Fatalf("hello %#v does not match subscribed %d", hm, sd.SubscriptionID)
+	if !ok || h.SubscriptionID != id {
+		e.t.Fatalf("hello %#v does not match id %d", hm, id)
 	}
 	ts.id = h.SubscriptionID
-	return ts, sd
+	return ts
 }
 
 func (s *tsub) frame() wire.Frame {

@@ -37,8 +37,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 		return asWireError(err)
 	}
 	if !cs.c.reserveSub() {
-		return wire.NewError(wire.CodeOverloaded, "too many subscriptions on this connection (limit %d)", cs.srv.cfg.MaxSubscriptionsPerConn).
-			WithDetail("reason", "subscription_limit")
+		return cs.subscriptionLimitError()
 	}
 	durable := sh.Durable()
 	w := &eventWriter{c: cs.c}

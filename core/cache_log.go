@@ -1,0 +1,242 @@
+package core
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// CacheChange is one applied write to a cache (or, with Retained, the
+// current value of a key sent to a watch that started with values). A
+// change is immutable once recorded and shared by the history and every
+// watch it is queued for; Value is shared with the cache and read-only.
+type CacheChange struct {
+	Offset uint64
+	Op     wire.CacheChangeOp
+	Key    string
+	Value  []byte // a put's value; nil otherwise
+	// ExpiresAt is a put's expiry in Unix nanoseconds; 0 means never.
+	ExpiresAt int64
+	Retained  bool
+
+	once  sync.Once
+	frame []byte
+}
+
+// cacheChangeOverhead is what a change counts in a queue or the history
+// beyond its key and value, so empty values cannot slip past the bounds.
+const cacheChangeOverhead = 64
+
+func (ch *CacheChange) size() int64 {
+	return int64(len(ch.Key)+len(ch.Value)) + cacheChangeOverhead
+}
+
+// Frame returns the change's cache_change frame. It is encoded on the
+// first call and the same bytes are returned to every caller: do not
+// modify them.
+func (ch *CacheChange) Frame() []byte {
+	ch.once.Do(func() {
+		m := &wire.CacheChange{Offset: ch.Offset, Op: ch.Op, Key: ch.Key, Retained: ch.Retained}
+		if ch.Op == wire.CacheOpPut {
+			m.Value = present(ch.Value)
+			if ch.ExpiresAt != 0 {
+				ms := uint64(ch.ExpiresAt / 1e6)
+				m.ExpiresAtMs = &ms
+			}
+		}
+		ch.frame, _ = wire.AppendMessageFrame(nil, m)
+	})
+	return ch.frame
+}
+
+// present makes a put's value non-nil, so it is sent as "" and not null.
+func present(v []byte) []byte {
+	if v == nil {
+		return []byte{}
+	}
+	return v
+}
+
+// changeRing is the recent history of one cache: the changes with offsets
+// [oldest, next) in order, bounded by bytes. Guarded by the cache's logMu.
+// Invariant: the offsets held are contiguous, since every change of the
+// cache is pushed once the ring exists.
+type changeRing struct {
+	items    []*CacheChange // live part is items[head:]
+	head     int
+	bytes    int64
+	maxBytes int64
+}
+
+func (r *changeRing) push(ch *CacheChange) {
+	r.items = append(r.items, ch)
+	r.bytes += ch.size()
+	added := ch.size()
+	for r.bytes > r.maxBytes && r.head < len(r.items) {
+		old := r.items[r.head]
+		r.items[r.head] = nil
+		r.head++
+		r.bytes -= old.size()
+		added -= old.size()
+	}
+	if r.head > 64 && r.head > len(r.items)/2 {
+		n := copy(r.items, r.items[r.head:])
+		clear(r.items[n:])
+		r.items, r.head = r.items[:n], 0
+	}
+	cacheWatchHistoryBytes.Add(float64(added))
+}
+
+// oldest returns the first offset held, or next when the ring is empty.
+func (r *changeRing) oldest(next uint64) uint64 {
+	if r.head == len(r.items) {
+		return next
+	}
+	return r.items[r.head].Offset
+}
+
+// since returns the changes at or after from that match w, in order.
+func (r *changeRing) since(from uint64, w *CacheWatch) []*CacheChange {
+	var out []*CacheChange
+	if r.head == len(r.items) || from < r.items[r.head].Offset {
+		return nil
+	}
+	for _, ch := range r.items[r.head+int(from-r.items[r.head].Offset):] {
+		if w.matches(ch.Key) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func (r *changeRing) release() {
+	cacheWatchHistoryBytes.Add(-float64(r.bytes))
+	r.items, r.head, r.bytes = nil, 0, 0
+}
+
+// watchEnv is what the caches of one broker share for their watches: the
+// configured bounds and the broker-wide total of queued bytes.
+type watchEnv struct {
+	historyBytes int64 // per cache; <= 0 keeps no history
+	maxBytes     int64 // per watch queue
+	maxTotal     int64 // over every watch queue
+	total        atomic.Int64
+}
+
+// cacheLog is a cache's change log section: the offset counter, the
+// history and the watch registry, all guarded by logMu. Lock order: a
+// shard mutex, then logMu, then a watch's mutex.
+type cacheLog struct {
+	env   *watchEnv
+	logMu sync.Mutex
+	// next is the offset the next applied write takes.
+	next    uint64
+	history *changeRing // nil until the first Watch
+	keyed   map[string][]*CacheWatch
+	prefix  []*CacheWatch // copied on change, never modified in place
+	ended   error         // the cache was removed; later watches are refused
+}
+
+// record assigns the next offset to an applied write of op on key (the
+// caller holds key's shard lock) and hands the change to the history and
+// the matching watches. It returns the offset.
+func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) uint64 {
+	l := &c.log
+	l.logMu.Lock()
+	defer l.logMu.Unlock()
+	off := l.next
+	l.next++
+	if l.history == nil && len(l.keyed) == 0 && len(l.prefix) == 0 {
+		return off
+	}
+	ch := &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
+	if l.history != nil {
+		l.history.push(ch)
+	}
+	var lagged []*CacheWatch
+	for _, w := range l.keyed[key] {
+		if !w.push(ch) {
+			lagged = append(lagged, w)
+		}
+	}
+	for _, w := range l.prefix {
+		if strings.HasPrefix(key, w.key) && !w.push(ch) {
+			lagged = append(lagged, w)
+		}
+	}
+	for _, w := range lagged {
+		l.unregisterLocked(w)
+	}
+	return off
+}
+
+func (l *cacheLog) registerLocked(w *CacheWatch) {
+	w.registered = true
+	if w.prefix {
+		l.prefix = append(l.prefix[:len(l.prefix):len(l.prefix)], w)
+		return
+	}
+	if l.keyed == nil {
+		l.keyed = map[string][]*CacheWatch{}
+	}
+	ws := l.keyed[w.key]
+	l.keyed[w.key] = append(ws[:len(ws):len(ws)], w)
+}
+
+func (l *cacheLog) unregisterLocked(w *CacheWatch) {
+	if !w.registered {
+		return
+	}
+	w.registered = false
+	if w.prefix {
+		l.prefix = without(l.prefix, w)
+		return
+	}
+	if ws := without(l.keyed[w.key], w); len(ws) > 0 {
+		l.keyed[w.key] = ws
+	} else {
+		delete(l.keyed, w.key)
+	}
+}
+
+// without returns a new slice of ws without w.
+func without(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
+	out := make([]*CacheWatch, 0, len(ws))
+	for _, x := range ws {
+		if x != w {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// close ends every watch of a removed cache with err and refuses later
+// ones; the history is dropped.
+func (c *Cache) close(err error) {
+	l := &c.log
+	l.logMu.Lock()
+	if l.ended != nil {
+		l.logMu.Unlock()
+		return
+	}
+	l.ended = err
+	var ws []*CacheWatch
+	for _, list := range l.keyed {
+		ws = append(ws, list...)
+	}
+	ws = append(ws, l.prefix...)
+	for _, w := range ws {
+		w.registered = false
+	}
+	l.keyed, l.prefix = nil, nil
+	if l.history != nil {
+		l.history.release()
+		l.history = nil
+	}
+	l.logMu.Unlock()
+	for _, w := range ws {
+		w.endWith(err)
+	}
+}

@@ -1,0 +1,292 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// ErrCacheDeleted ends the watches of a cache that was removed.
+var ErrCacheDeleted = errors.New("core: cache deleted")
+
+// CacheWatchOptions says what a watch follows and where it starts.
+type CacheWatchOptions struct {
+	// Key is the watched key, or with Prefix the watched key prefix (an
+	// empty prefix watches the whole cache).
+	Key    string
+	Prefix bool
+	// Retained starts with each matching key's current value, then a
+	// state item. Exclusive with From.
+	Retained bool
+	// From resumes at this offset: the first change delivered is the first
+	// at or after it.
+	From *uint64
+	// MaxBytes bounds the watch's queue of changes (0: the broker's
+	// default).
+	MaxBytes int64
+	// Now decides which entries have expired for the retained values
+	// (zero: time.Now()).
+	Now time.Time
+}
+
+// CacheWatchInfo describes a started watch.
+type CacheWatchInfo struct {
+	// Next is the offset the cache's next write takes; a retained start
+	// or resnapshot delivers every change from it on after its values.
+	Next uint64
+	// Resnapshot is set when From was older than the history: the watch
+	// starts with current values as a retained start does.
+	Resnapshot bool
+}
+
+// CacheWatchState ends the values of a retained start or resnapshot:
+// Count values were delivered, and every change from Offset on follows.
+type CacheWatchState struct{ Offset, Count uint64 }
+
+// CacheWatchItem is one item of a watch, in delivery order: values and
+// changes (Change), the end of the values (State), and last the reason the
+// watch ended (End: a *LaggedError, ErrCacheDeleted, or
+// ErrSubscriberClosed when the broker core closed).
+type CacheWatchItem struct {
+	Change *CacheChange
+	State  *CacheWatchState
+	End    error
+}
+
+var cacheWatchIDs atomic.Uint64
+
+// CacheWatch follows the changes of one key or key prefix of a cache. Its
+// owner drains it with Next when Ready signals and ends it with Close.
+// Changes are queued by the writers of the cache, never blocking them: a
+// watch whose queue passes its byte bound ends lagged.
+type CacheWatch struct {
+	c        *Cache
+	id       uint64
+	key      string
+	prefix   bool
+	maxBytes int64
+	readyC   chan struct{}
+
+	registered bool // in the cache's registry; guarded by the cache's logMu
+
+	mu sync.Mutex
+	// initial are the retained values or history changes, delivered
+	// before anything else and not counted against maxBytes.
+	initial  []*CacheChange
+	scanning bool             // the retained scan runs: state and queue wait
+	state    *CacheWatchState // to deliver after initial
+	queue    []*CacheChange   // live changes; the live part is queue[qhead:]
+	qhead    int
+	queued   int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
+	end      error // why the watch ended, delivered after the queue
+	endSent  bool
+	closed   bool
+}
+
+// Watch starts a watch. A From past the cache's next offset is refused
+// with invalid_request, detail reason "in_future"; one older than the
+// history starts as a resnapshot. A removed cache refuses with not_found.
+func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, error) {
+	l := &c.log
+	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, readyC: make(chan struct{}, 1)}
+	if w.maxBytes <= 0 {
+		w.maxBytes = l.env.maxBytes
+	}
+	l.logMu.Lock()
+	if l.ended != nil {
+		l.logMu.Unlock()
+		return nil, CacheWatchInfo{}, wire.NewError(wire.CodeNotFound, "cache %s was deleted", c.key.Cache).WithDetail("reason", "cache_deleted")
+	}
+	if l.history == nil && l.env.historyBytes > 0 {
+		l.history = &changeRing{maxBytes: l.env.historyBytes}
+	}
+	info := CacheWatchInfo{Next: l.next}
+	retained := opts.Retained
+	if opts.From != nil {
+		from := *opts.From
+		switch {
+		case from > l.next:
+			l.logMu.Unlock()
+			return nil, CacheWatchInfo{}, wire.NewError(wire.CodeInvalidRequest, "cache watch from offset %d is past the next offset %d", from, info.Next).
+				WithDetail("reason", "in_future").WithDetail("next", info.Next)
+		case from == l.next:
+		case l.history != nil && from >= l.history.oldest(l.next):
+			w.initial = l.history.since(from, w)
+		default:
+			retained, info.Resnapshot = true, true
+		}
+	}
+	w.scanning = retained
+	l.registerLocked(w)
+	l.logMu.Unlock()
+	cacheWatchesGauge.Inc()
+	if retained {
+		now := opts.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		c.scanInto(w, info.Next, now.UnixNano())
+	}
+	return w, info, nil
+}
+
+// scanInto gives w the current value of each matching live key written
+// before head (later writes reach it as changes), one shard lock at a
+// time, then its state item.
+func (c *Cache) scanInto(w *CacheWatch, head uint64, now int64) {
+	var vals []*CacheChange
+	scan := func(s *cacheShard) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k, e := range s.m {
+			if e.offset < head && !e.expired(now) && w.matches(k) {
+				vals = append(vals, &CacheChange{Offset: e.offset, Op: wire.CacheOpPut, Key: k, Value: e.value, ExpiresAt: e.expiresAt, Retained: true})
+			}
+		}
+	}
+	if w.prefix {
+		for i := range c.shards {
+			scan(&c.shards[i])
+		}
+	} else {
+		scan(c.shard(w.key))
+	}
+	w.mu.Lock()
+	if !w.closed {
+		w.initial = append(w.initial, vals...)
+		w.state = &CacheWatchState{Offset: head, Count: uint64(len(vals))}
+	}
+	w.scanning = false
+	w.mu.Unlock()
+	w.signal()
+}
+
+// ID returns the watch's process-unique id.
+func (w *CacheWatch) ID() uint64 { return w.id }
+
+func (w *CacheWatch) matches(key string) bool {
+	if w.prefix {
+		return strings.HasPrefix(key, w.key)
+	}
+	return key == w.key
+}
+
+// Ready is signalled when an item may be ready or the watch ended; after
+// a signal, call Next until it reports nothing.
+func (w *CacheWatch) Ready() <-chan struct{} { return w.readyC }
+
+func (w *CacheWatch) signal() {
+	select {
+	case w.readyC <- struct{}{}:
+	default:
+	}
+}
+
+// push queues a live change (the cache's logMu is held). It reports false
+// when the watch ended lagged instead, at ch.
+func (w *CacheWatch) push(ch *CacheChange) bool {
+	size := ch.size()
+	env := w.c.log.env
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.end != nil {
+		return true
+	}
+	empty := w.qhead == len(w.queue)
+	total := env.total.Add(size)
+	if !empty && (w.queued+size > w.maxBytes || total > env.maxTotal) {
+		env.total.Add(-size)
+		w.end = &LaggedError{ResumeFrom: ch.Offset}
+		cacheWatchLagged.Inc()
+		w.signal()
+		return false
+	}
+	w.queued += size
+	cacheWatchQueuedBytes.Add(float64(size))
+	w.queue = append(w.queue, ch)
+	w.signal()
+	return true
+}
+
+// endWith ends the watch with err after what it holds.
+func (w *CacheWatch) endWith(err error) {
+	w.mu.Lock()
+	if w.end == nil {
+		w.end = err
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Next returns the next item without blocking, or false when none is
+// ready. After an End item, or Close, it always reports false.
+func (w *CacheWatch) Next() (CacheWatchItem, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+	case len(w.initial) > 0:
+		ch := w.initial[0]
+		w.initial[0] = nil
+		w.initial = w.initial[1:]
+		cacheWatchDelivered.Inc()
+		return CacheWatchItem{Change: ch}, true
+	case w.scanning:
+	case w.state != nil:
+		s := w.state
+		w.state = nil
+		return CacheWatchItem{State: s}, true
+	case w.qhead < len(w.queue):
+		return CacheWatchItem{Change: w.popLocked()}, true
+	case w.end != nil && !w.endSent:
+		w.endSent = true
+		return CacheWatchItem{End: w.end}, true
+	}
+	return CacheWatchItem{}, false
+}
+
+func (w *CacheWatch) popLocked() *CacheChange {
+	ch := w.queue[w.qhead]
+	w.queue[w.qhead] = nil
+	w.qhead++
+	if w.qhead == len(w.queue) {
+		w.queue, w.qhead = w.queue[:0], 0
+	} else if w.qhead > 64 && w.qhead > len(w.queue)/2 {
+		n := copy(w.queue, w.queue[w.qhead:])
+		clear(w.queue[n:])
+		w.queue, w.qhead = w.queue[:n], 0
+	}
+	w.releaseLocked(ch.size())
+	cacheWatchDelivered.Inc()
+	return ch
+}
+
+func (w *CacheWatch) releaseLocked(size int64) {
+	w.queued -= size
+	w.c.log.env.total.Add(-size)
+	cacheWatchQueuedBytes.Add(-float64(size))
+}
+
+// Close ends the watch and drops what it holds. A second Close does
+// nothing.
+func (w *CacheWatch) Close() {
+	l := &w.c.log
+	l.logMu.Lock()
+	l.unregisterLocked(w)
+	l.logMu.Unlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.releaseLocked(w.queued)
+	w.queue, w.qhead, w.initial, w.state = nil, 0, nil, nil
+	w.mu.Unlock()
+	cacheWatchesGauge.Dec()
+	w.signal()
+}

@@ -1,0 +1,525 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+func newWatchCache(t *testing.T, cfg Config) (*Broker, *Cache) {
+	t.Helper()
+	if cfg.CacheShards == 0 {
+		cfg.CacheShards = 4
+	}
+	b := NewBroker(cfg)
+	t.Cleanup(b.Close)
+	if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.Cache(CacheKey{"t", "ns", "c"})
+	return b, c
+}
+
+func mustWatch(t *testing.T, c *Cache, opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo) {
+	t.Helper()
+	w, info, err := c.Watch(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w, info
+}
+
+// watchLog is what one watch delivered.
+type watchLog struct {
+	initial []*CacheChange
+	state   *CacheWatchState
+	changes []*CacheChange
+	end     error
+}
+
+// drainWatch takes every item ready now.
+func drainWatch(w *CacheWatch, l *watchLog) {
+	for {
+		it, ok := w.Next()
+		if !ok {
+			return
+		}
+		switch {
+		case it.Change != nil && it.Change.Retained:
+			l.initial = append(l.initial, it.Change)
+		case it.Change != nil:
+			l.changes = append(l.changes, it.Change)
+		case it.State != nil:
+			l.state = it.State
+		default:
+			l.end = it.End
+		}
+	}
+}
+
+type kv struct {
+	value  string
+	offset uint64
+}
+
+// apply replays changes onto state: a put sets, anything else removes.
+func apply(state map[string]kv, chs ...*CacheChange) {
+	for _, ch := range chs {
+		if ch.Op == wire.CacheOpPut {
+			state[ch.Key] = kv{string(ch.Value), ch.Offset}
+		} else {
+			delete(state, ch.Key)
+		}
+	}
+}
+
+func contents(c *Cache, match func(string) bool) map[string]kv {
+	out := map[string]kv{}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for k, e := range s.m {
+			if match(k) {
+				out[k] = kv{string(e.value), e.offset}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func descChange(ch *CacheChange) string {
+	return fmt.Sprintf("%d %s %s=%q exp %d retained %v", ch.Offset, ch.Op, ch.Key, ch.Value, ch.ExpiresAt, ch.Retained)
+}
+
+func sameChange(a, b *CacheChange) bool {
+	return a.Offset == b.Offset && a.Op == b.Op && a.Key == b.Key && bytes.Equal(a.Value, b.Value) && a.ExpiresAt == b.ExpiresAt
+}
+
+// modelWatch is one watch of the model test and what it received.
+type modelWatch struct {
+	opts     CacheWatchOptions
+	info     CacheWatchInfo
+	start    uint64
+	log      watchLog
+	complete bool // open until every write was done
+}
+
+var modelFilters = []CacheWatchOptions{{Key: "a1"}, {Key: "ab"}, {Key: "a", Prefix: true}, {Key: "b", Prefix: true}, {Prefix: true}}
+
+// TestCacheWatchModel runs random puts, deletes and expiries from several
+// goroutines while watches with key and prefix filters, retained starts
+// and resumes come and go, and checks every watch against the sequence a
+// whole-cache watch saw (itself checked for gaps and against the final
+// contents).
+func TestCacheWatchModel(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20})
+	ref, refInfo := mustWatch(t, c, CacheWatchOptions{Prefix: true})
+	var clock atomic.Int64
+	now := func() time.Time { return testNow.Add(time.Duration(clock.Load()) * time.Millisecond) }
+	keys := []string{"a0", "a1", "a2", "ab", "b0", "b1", "b2", "c"}
+
+	var refLog watchLog
+	var writers, watchers sync.WaitGroup
+	done := make(chan struct{})
+	refDone := make(chan struct{})
+	go func() { // the reference drains as it goes
+		defer close(refDone)
+		for {
+			select {
+			case <-ref.Ready():
+				drainWatch(ref, &refLog)
+			case <-done:
+				drainWatch(ref, &refLog)
+				return
+			}
+		}
+	}()
+	for g := range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range 1500 {
+				if i%20 == 0 {
+					time.Sleep(100 * time.Microsecond) // let watches come and go meanwhile
+				}
+				k := keys[rng.IntN(len(keys))]
+				clock.Add(int64(rng.IntN(2)))
+				switch r := rng.IntN(10); {
+				case r < 5:
+					ttl := time.Duration(0)
+					if rng.IntN(2) == 0 {
+						ttl = time.Duration(1+rng.IntN(20)) * time.Millisecond
+					}
+					if err := c.Put(k, []byte(fmt.Sprintf("%d-%d", g, i)), ttl, now()); err != nil {
+						t.Error(err)
+						return
+					}
+				case r < 7:
+					c.Delete(k, now())
+				case r < 9:
+					c.Get(k, now())
+				default:
+					c.Sweep(now())
+				}
+			}
+		}()
+	}
+	var mu sync.Mutex
+	var all []*modelWatch
+	for g := range 6 {
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 2))
+			var resume *uint64
+			for round := 0; ; round++ {
+				m := &modelWatch{opts: modelFilters[rng.IntN(len(modelFilters))]}
+				switch {
+				case resume != nil && rng.IntN(3) > 0:
+					m.opts.From = resume
+				case rng.IntN(2) == 0:
+					m.opts.Retained = true
+				}
+				m.opts.Now = now()
+				w, info, err := c.Watch(m.opts)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				m.info, m.start = info, info.Next
+				if m.opts.From != nil && !info.Resnapshot {
+					m.start = *m.opts.From
+				}
+				mu.Lock()
+				all = append(all, m)
+				mu.Unlock()
+				last := rng.IntN(4) == 0
+				for n := rng.IntN(50); n > 0 || last; n-- {
+					select {
+					case <-w.Ready():
+						drainWatch(w, &m.log)
+					case <-done:
+						drainWatch(w, &m.log)
+						m.complete = true
+						w.Close()
+						return
+					default:
+						time.Sleep(50 * time.Microsecond)
+					}
+				}
+				drainWatch(w, &m.log)
+				w.Close()
+				next := m.start
+				if n := len(m.log.changes); n > 0 {
+					next = m.log.changes[n-1].Offset + 1
+				}
+				resume = &next
+				time.Sleep(time.Duration(rng.IntN(400)) * time.Microsecond) // sometimes past the history
+			}
+		}()
+	}
+	writers.Wait()
+	c.Sweep(now().Add(time.Hour)) // every remaining ttl ends with an expire
+	close(done)
+	watchers.Wait()
+	<-refDone
+
+	// The reference saw every write, without a gap.
+	if len(refLog.changes) == 0 || refLog.end != nil {
+		t.Fatalf("reference: %d changes, end %v", len(refLog.changes), refLog.end)
+	}
+	for i, ch := range refLog.changes {
+		if ch.Offset != refInfo.Next+uint64(i) {
+			t.Fatalf("reference change %d has offset %d, want %d", i, ch.Offset, refInfo.Next+uint64(i))
+		}
+	}
+	if c.log.next != refInfo.Next+uint64(len(refLog.changes)) {
+		t.Fatalf("cache next %d, reference saw up to %d", c.log.next, refInfo.Next+uint64(len(refLog.changes)))
+	}
+	final := map[string]kv{}
+	apply(final, refLog.changes...)
+	if got := contents(c, func(string) bool { return true }); fmt.Sprint(got) != fmt.Sprint(final) {
+		t.Fatalf("replaying the reference gives\n%v\nthe cache holds\n%v", final, got)
+	}
+	resumes, retained, resnaps := 0, 0, 0
+	for _, m := range all {
+		checkModelWatch(t, c, m, refLog.changes)
+		if m.opts.From != nil {
+			resumes++
+		}
+		if m.info.Resnapshot {
+			resnaps++
+		} else if m.opts.Retained {
+			retained++
+		}
+	}
+	t.Logf("%d watches: %d resumes (%d resnapshots), %d retained; %d changes", len(all), resumes, resnaps, retained, len(refLog.changes))
+	if c.log.env.total.Load() != 0 {
+		t.Errorf("queued bytes left after every watch closed: %d", c.log.env.total.Load())
+	}
+}
+
+func checkModelWatch(t *testing.T, c *Cache, m *modelWatch, ref []*CacheChange) {
+	t.Helper()
+	w := &CacheWatch{key: m.opts.Key, prefix: m.opts.Prefix}
+	name := fmt.Sprintf("watch %+v from %d (info %+v)", m.opts, m.start, m.info)
+	if m.log.end != nil {
+		t.Errorf("%s ended: %v", name, m.log.end)
+	}
+	var want []*CacheChange
+	before := map[string]kv{} // the reference's state before start
+	for _, ch := range ref {
+		if !w.matches(ch.Key) {
+			continue
+		}
+		if ch.Offset >= m.start {
+			want = append(want, ch)
+		} else {
+			apply(before, ch)
+		}
+	}
+	got := m.log.changes
+	if len(got) > len(want) || (m.complete && len(got) != len(want)) {
+		t.Fatalf("%s: got %d changes, want %d (complete %v)", name, len(got), len(want), m.complete)
+	}
+	for i := range got {
+		if !sameChange(got[i], want[i]) {
+			t.Fatalf("%s: change %d is %s, want %s", name, i, descChange(got[i]), descChange(want[i]))
+		}
+	}
+	if !m.opts.Retained && !m.info.Resnapshot {
+		if m.log.state != nil || len(m.log.initial) > 0 {
+			t.Fatalf("%s: values without a retained start", name)
+		}
+		return
+	}
+	if m.log.state == nil {
+		if m.complete {
+			t.Fatalf("%s: no state item", name)
+		}
+		return
+	}
+	if m.log.state.Offset != m.info.Next || m.log.state.Count != uint64(len(m.log.initial)) {
+		t.Fatalf("%s: state %+v after %d values", name, *m.log.state, len(m.log.initial))
+	}
+	for _, v := range m.log.initial {
+		if b, ok := before[v.Key]; !ok || b.value != string(v.Value) || b.offset != v.Offset {
+			t.Fatalf("%s: value %s, the key held %+v (%v) at the start", name, descChange(v), b, ok)
+		}
+	}
+	if m.complete {
+		view := map[string]kv{}
+		apply(view, m.log.initial...)
+		apply(view, got...)
+		if final := contents(c, w.matches); fmt.Sprint(view) != fmt.Sprint(final) {
+			t.Fatalf("%s: values and changes give\n%v\nthe cache holds\n%v", name, view, final)
+		}
+	}
+}
+
+func TestCacheWatchLaggedResume(t *testing.T) {
+	_, c := newWatchCache(t, Config{})
+	one := (&CacheChange{Key: "k", Value: []byte("v0")}).size()
+	w, info := mustWatch(t, c, CacheWatchOptions{Key: "k", MaxBytes: 3 * one})
+	for i := range 10 {
+		c.Put("k", []byte(fmt.Sprint("v", i)), 0, testNow)
+		c.Put("other", []byte("x"), 0, testNow)
+	}
+	var l watchLog
+	drainWatch(w, &l)
+	var lag *LaggedError
+	if len(l.changes) != 3 || !errors.As(l.end, &lag) {
+		t.Fatalf("got %d changes, end %v; want 3 and lagged", len(l.changes), l.end)
+	}
+	if want := info.Next + 6; lag.ResumeFrom != want {
+		t.Fatalf("resume from %d, want %d (the fourth put of k)", lag.ResumeFrom, want)
+	}
+	if _, ok := w.Next(); ok {
+		t.Fatal("an item after the end")
+	}
+	c.Put("k", []byte("late"), 0, testNow)
+	w2, info2 := mustWatch(t, c, CacheWatchOptions{Key: "k", From: &lag.ResumeFrom})
+	if info2.Resnapshot {
+		t.Fatal("resume within history read as a resnapshot")
+	}
+	var l2 watchLog
+	drainWatch(w2, &l2)
+	var vals []string
+	for _, ch := range append(l.changes, l2.changes...) {
+		vals = append(vals, string(ch.Value))
+	}
+	if fmt.Sprint(vals) != "[v0 v1 v2 v3 v4 v5 v6 v7 v8 v9 late]" {
+		t.Fatalf("lagged then resumed watch saw %v", vals)
+	}
+	c.Put("k", []byte("live"), 0, testNow)
+	drainWatch(w2, &l2)
+	if n := len(l2.changes); n != 9 || string(l2.changes[n-1].Value) != "live" {
+		t.Fatalf("resumed watch did not go on live: %d changes", n)
+	}
+}
+
+func TestCacheWatchTotalBound(t *testing.T) {
+	one := (&CacheChange{Key: "k", Value: []byte("v")}).size()
+	_, c := newWatchCache(t, Config{CacheWatchMaxBytesTotal: 3 * one})
+	a, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	b, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	c.Put("k", []byte("v"), 0, testNow) // a and b: one each
+	c.Put("k", []byte("v"), 0, testNow) // a: two; b would pass the total
+	var la, lb watchLog
+	drainWatch(a, &la)
+	drainWatch(b, &lb)
+	var lag *LaggedError
+	if la.end != nil || len(la.changes) != 2 {
+		t.Fatalf("first watch: %d changes, end %v", len(la.changes), la.end)
+	}
+	if !errors.As(lb.end, &lag) || len(lb.changes) != 1 || lag.ResumeFrom != la.changes[1].Offset {
+		t.Fatalf("second watch: %d changes, end %v", len(lb.changes), lb.end)
+	}
+	if got := c.log.env.total.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted after draining", got)
+	}
+}
+
+func TestCacheWatchResnapshot(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 300})
+	first := c.log.next
+	c.Put("gone", []byte("x"), 0, testNow)
+	c.Delete("gone", testNow)
+	mustWatch(t, c, CacheWatchOptions{Key: "k"}) // the history starts
+	for i := range 20 {
+		c.Put(fmt.Sprint("k", i%3), []byte(fmt.Sprint(i)), 0, testNow)
+	}
+	w, info := mustWatch(t, c, CacheWatchOptions{Key: "k", Prefix: true, From: &first})
+	if !info.Resnapshot {
+		t.Fatal("resume older than the history not a resnapshot")
+	}
+	var l watchLog
+	drainWatch(w, &l)
+	view := map[string]kv{}
+	apply(view, l.initial...)
+	if l.state == nil || l.state.Count != 3 || fmt.Sprint(view) != fmt.Sprint(contents(c, func(string) bool { return true })) {
+		t.Fatalf("resnapshot gave %v, state %+v", view, l.state)
+	}
+	// Within the (small) history: served from it.
+	from := c.log.next - 2
+	w, info = mustWatch(t, c, CacheWatchOptions{Key: "k", Prefix: true, From: &from})
+	l = watchLog{}
+	drainWatch(w, &l)
+	if info.Resnapshot || len(l.changes) != 2 || l.changes[0].Offset != from {
+		t.Fatalf("resume in history: %+v, %d changes", info, len(l.changes))
+	}
+}
+
+func TestCacheWatchNoHistory(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: -1})
+	c.Put("k", []byte("v"), 0, testNow)
+	old := c.log.next - 1
+	if _, info := mustWatch(t, c, CacheWatchOptions{Key: "k", From: &old}); !info.Resnapshot {
+		t.Fatal("resume with no history not a resnapshot")
+	}
+	next := c.log.next
+	w, info := mustWatch(t, c, CacheWatchOptions{Key: "k", From: &next})
+	c.Put("k", []byte("w"), 0, testNow)
+	var l watchLog
+	drainWatch(w, &l)
+	if info.Resnapshot || len(l.changes) != 1 || l.changes[0].Offset != next {
+		t.Fatalf("resume at next: %+v, %d changes", info, len(l.changes))
+	}
+	if c.log.history != nil {
+		t.Fatal("history kept while disabled")
+	}
+}
+
+func TestCacheWatchInFuture(t *testing.T) {
+	_, c := newWatchCache(t, Config{})
+	future := c.log.next + 1
+	_, _, err := c.Watch(CacheWatchOptions{Key: "k", From: &future})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeInvalidRequest || we.Detail["reason"] != "in_future" || we.Detail["next"] != future-1 {
+		t.Fatalf("watch from the future: %v", err)
+	}
+}
+
+func TestCacheWatchCacheRemoved(t *testing.T) {
+	b, c := newWatchCache(t, Config{})
+	w, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	c.Put("k", []byte("v"), 0, testNow)
+	b.RemoveCache(c.Key())
+	var l watchLog
+	drainWatch(w, &l)
+	if len(l.changes) != 1 || !errors.Is(l.end, ErrCacheDeleted) {
+		t.Fatalf("after removal: %d changes, end %v", len(l.changes), l.end)
+	}
+	_, _, err := c.Watch(CacheWatchOptions{Key: "k"})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeNotFound {
+		t.Fatalf("watch of a removed cache: %v", err)
+	}
+}
+
+func TestCacheWatchExpiry(t *testing.T) {
+	_, c := newWatchCache(t, Config{})
+	w, _ := mustWatch(t, c, CacheWatchOptions{Prefix: true})
+	for _, k := range []string{"get", "delete", "sweep", "put"} {
+		c.Put(k, []byte("v"), time.Second, testNow)
+	}
+	later := testNow.Add(time.Second)
+	c.Get("get", later)
+	c.Delete("delete", later)
+	c.Sweep(later.Add(-time.Millisecond)) // nothing yet
+	c.Sweep(later)
+	var l watchLog
+	drainWatch(w, &l)
+	var ops []string
+	for _, ch := range l.changes[4:] {
+		ops = append(ops, fmt.Sprint(ch.Op, ":", ch.Key))
+		if ch.Value != nil {
+			t.Errorf("%s change with a value", ch.Op)
+		}
+	}
+	if len(ops) != 4 || ops[0] != "expire:get" || ops[1] != "expire:delete" {
+		t.Fatalf("expiry changes %v", ops)
+	}
+	if ms := uint64(l.changes[0].ExpiresAt / 1e6); ms != uint64(later.UnixMilli()) {
+		t.Fatalf("put expiry %d, want %d", ms, later.UnixMilli())
+	}
+}
+
+func TestCacheWatchCloseTwiceAndShared(t *testing.T) {
+	_, c := newWatchCache(t, Config{})
+	a, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	b, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	c.Put("k", []byte("v"), 0, testNow)
+	ia, _ := a.Next()
+	ib, _ := b.Next()
+	if ia.Change != ib.Change || &ia.Change.Frame()[0] != &ib.Change.Frame()[0] {
+		t.Fatal("two watches of one key got different changes or encodings")
+	}
+	m, err := wire.ParseMessage(ia.Change.Frame()[wire.HeaderLen:])
+	if cc, ok := m.(*wire.CacheChange); err != nil || !ok || cc.Op != wire.CacheOpPut || string(cc.Value) != "v" {
+		t.Fatalf("frame parses as %#v, %v", m, err)
+	}
+	c.Put("k", []byte("w"), 0, testNow)
+	a.Close()
+	a.Close()
+	if _, ok := a.Next(); ok {
+		t.Fatal("item after Close")
+	}
+	if n := len(c.log.keyed["k"]); n != 1 {
+		t.Fatalf("%d watches registered for k", n)
+	}
+	b.Close()
+	if c.log.env.total.Load() != 0 || len(c.log.keyed) != 0 {
+		t.Fatalf("after Close: %d bytes queued, %d keys watched", c.log.env.total.Load(), len(c.log.keyed))
+	}
+}
