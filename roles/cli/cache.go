@@ -7,13 +7,14 @@ import (
 func cacheCommand(tk toolkit) *cli.Command {
 	return group(&cli.Command{
 		Name:      "cache",
-		Usage:     "put, get and delete keys of a cache",
-		UsageText: "felix cache put|get|delete CACHE KEY [VALUE]",
+		Usage:     "put, get, delete and watch keys of a cache",
+		UsageText: "felix cache put|get|delete|watch CACHE KEY [VALUE]",
 		Description: "Reads and writes keys of a cache in the current tenant and namespace (create the cache\n" +
 			"first with felix admin cache create). Example:\n\n" +
 			"   felix cache put sessions user-1 '{\"cart\":3}' --ttl 30m\n" +
-			"   felix cache get sessions user-1",
-		Subcommands: []*cli.Command{cachePutCommand(tk), cacheGetCommand(tk), cacheDeleteCommand(tk)},
+			"   felix cache get sessions user-1\n" +
+			"   felix cache watch sessions user-1",
+		Subcommands: []*cli.Command{cachePutCommand(tk), cacheGetCommand(tk), cacheDeleteCommand(tk), cacheWatchCommand(tk)},
 	})
 }
 

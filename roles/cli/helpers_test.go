@@ -109,6 +109,8 @@ type fakeBroker struct {
 	reads   []readCall
 	// times maps OffsetForTime's µs to an offset; absent is "none".
 	times map[int64]uint64
+	// watch is what WatchCache serves (see cache_watch_test.go).
+	watch fakeWatchSpec
 }
 
 // readCall is one Read the fake served.

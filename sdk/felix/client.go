@@ -18,7 +18,8 @@ const (
 	clientFlags = wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagEventBatchSkipped |
 		wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher | wire.FlagBinaryPublishAckOffset
 	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete |
-		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps
+		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
+		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish
@@ -47,10 +48,10 @@ type Client struct {
 
 	closeOnce   sync.Once
 	closeMu     sync.Mutex
-	closeReason error                      // what subscriptions report after shutdown; guarded by closeMu
-	stopping    bool                       // no new goroutines once set; guarded by closeMu
-	children    map[*Client]struct{}       // open handles' clients; guarded by closeMu
-	subs        map[*Subscription]struct{} // a handle's open subscriptions; guarded by closeMu
+	closeReason error                // what subscriptions report after shutdown; guarded by closeMu
+	stopping    bool                 // no new goroutines once set; guarded by closeMu
+	children    map[*Client]struct{} // open handles' clients; guarded by closeMu
+	subs        map[aborter]struct{} // a handle's open subscriptions and watches; guarded by closeMu
 
 	pub    *publishPool
 	cache  *cachePool
@@ -103,7 +104,7 @@ func quicConfig(cfg Config) *quic.Config {
 func newClient(cfg Config, conn *quic.Conn) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{cfg: cfg, conn: conn, tokens: StaticToken(cfg.Token), ctx: ctx, cancel: cancel,
-		closedC: make(chan struct{}), children: map[*Client]struct{}{}, subs: map[*Subscription]struct{}{}}
+		closedC: make(chan struct{}), children: map[*Client]struct{}{}, subs: map[aborter]struct{}{}}
 	c.router = newRouter(c)
 	return c
 }

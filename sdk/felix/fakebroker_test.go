@@ -44,6 +44,9 @@ type fakeOpts struct {
 	readCap int
 	// tokens are accepted besides goodToken (per-user handles).
 	tokens map[string]bool
+	// watches receives every cache watch the fake accepted (see
+	// fakewatch_test.go); nil refuses cache_watch as unsupported.
+	watches chan *fakeWatch
 }
 
 // pubRecord is one publish the fake received.
@@ -366,6 +369,11 @@ func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16
 		return writeMsg(s, fb.streamRead(m)) == nil
 	case *wire.OffsetForTime:
 		return writeMsg(s, fb.offsetForTime(m)) == nil
+	case *wire.CacheWatch:
+		if fb.opts.watches != nil {
+			return fb.cacheWatch(conn, s, m)
+		}
+		_ = writeMsg(s, &wire.Unsupported{RequestType: msg.MessageType()})
 	default:
 		_ = writeMsg(s, &wire.Unsupported{RequestType: msg.MessageType()})
 	}

@@ -82,7 +82,7 @@ func (c *Client) derive(tenant string, tp TokenProvider) *Client {
 	return &Client{cfg: cfg, conn: c.conn, tokens: tp, parent: c,
 		serverFlags: c.serverFlags, serverFeatures: c.serverFeatures,
 		ctx: ctx, cancel: cancel, closedC: make(chan struct{}),
-		children: map[*Client]struct{}{}, subs: map[*Subscription]struct{}{}, router: c.router}
+		children: map[*Client]struct{}{}, subs: map[aborter]struct{}{}, router: c.router}
 }
 
 // adopt records kid as a handle's client, to be closed with c. It returns
@@ -104,11 +104,15 @@ func (c *Client) forgetChild(kid *Client) {
 	c.closeMu.Unlock()
 }
 
+// aborter is a subscription or cache watch: abort ends its streams when
+// its client shuts down.
+type aborter interface{ abort() }
+
 // trackSub records a handle's open subscription so the handle's shutdown
 // can end it (a root client's shutdown closes the connection, which ends
 // them all, so it keeps no list). It returns false once the client is
 // shutting down.
-func (c *Client) trackSub(s *Subscription) bool {
+func (c *Client) trackSub(s aborter) bool {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
 	if c.stopping {
@@ -121,7 +125,7 @@ func (c *Client) trackSub(s *Subscription) bool {
 }
 
 // untrackSub forgets a closed subscription.
-func (c *Client) untrackSub(s *Subscription) {
+func (c *Client) untrackSub(s aborter) {
 	c.closeMu.Lock()
 	delete(c.subs, s)
 	c.closeMu.Unlock()

@@ -33,15 +33,23 @@ type router struct {
 
 	mu      sync.Mutex
 	ended   bool
-	regs    map[uint64]*Subscription // subscribed, no stream yet
-	streams map[uint64]eventStream   // stream arrived, no registration yet
-	order   []uint64                 // arrival order of streams, for eviction (may hold stale ids)
+	regs    map[uint64]eventSink   // subscribed, no stream yet
+	streams map[uint64]eventStream // stream arrived, no registration yet
+	order   []uint64               // arrival order of streams, for eviction (may hold stale ids)
 
 	hook func(event string) // tests only: "stream_waiting"
 }
 
 func newRouter(c *Client) *router {
-	return &router{c: c, regs: map[uint64]*Subscription{}, streams: map[uint64]eventStream{}}
+	return &router{c: c, regs: map[uint64]eventSink{}, streams: map[uint64]eventStream{}}
+}
+
+// eventSink is what waits for an event stream: a subscription or a cache
+// watch.
+type eventSink interface {
+	streamID() uint64      // the id the stream's hello names
+	attach(es eventStream) // takes the stream and starts reading it
+	connectionEnded()      // the router stopped before the stream came
 }
 
 // run accepts event streams until the connection or client ends.
@@ -142,14 +150,15 @@ func (r *router) compactLocked() {
 }
 
 // register joins sub to its stream if it already arrived, or parks it.
-func (r *router) register(sub *Subscription) error {
+func (r *router) register(sub eventSink) error {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
 		return r.c.failure(ErrConnectionLost)
 	}
-	if es, ok := r.streams[sub.id]; ok {
-		delete(r.streams, sub.id)
+	id := sub.streamID()
+	if es, ok := r.streams[id]; ok {
+		delete(r.streams, id)
 		r.mu.Unlock()
 		sub.attach(es)
 		return nil
@@ -158,16 +167,16 @@ func (r *router) register(sub *Subscription) error {
 		r.mu.Unlock()
 		return errors.New("felix: too many subscriptions waiting for their event streams")
 	}
-	r.regs[sub.id] = sub
+	r.regs[id] = sub
 	r.mu.Unlock()
 	return nil
 }
 
 // unregister forgets a registration that never got its stream.
-func (r *router) unregister(sub *Subscription) {
+func (r *router) unregister(sub eventSink) {
 	r.mu.Lock()
-	if r.regs[sub.id] == sub {
-		delete(r.regs, sub.id)
+	if id := sub.streamID(); r.regs[id] == sub {
+		delete(r.regs, id)
 	}
 	r.mu.Unlock()
 }
@@ -177,12 +186,12 @@ func (r *router) shutdown() {
 	r.mu.Lock()
 	r.ended = true
 	regs, streams := r.regs, r.streams
-	r.regs, r.streams, r.order = map[uint64]*Subscription{}, map[uint64]eventStream{}, nil
+	r.regs, r.streams, r.order = map[uint64]eventSink{}, map[uint64]eventStream{}, nil
 	r.mu.Unlock()
 	for _, es := range streams {
 		es.rs.CancelRead(0)
 	}
 	for _, sub := range regs {
-		sub.end(sub.lostReason(ErrConnectionLost))
+		sub.connectionEnded()
 	}
 }

@@ -332,6 +332,11 @@ func (s *Subscription) lostReason(err error) error {
 	return fmt.Errorf("%w: %v", ErrSubscriptionLost, s.c.failure(err))
 }
 
+func (s *Subscription) streamID() uint64 { return s.id }
+
+// connectionEnded ends a subscription whose event stream never came.
+func (s *Subscription) connectionEnded() { s.end(s.lostReason(ErrConnectionLost)) }
+
 // attach binds the event stream and starts the reader.
 func (s *Subscription) attach(es eventStream) {
 	s.mu.Lock()

@@ -1,0 +1,358 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// CacheWatchFilter chooses what a watch sees: one key, or with Prefix
+// every key starting with Key (an empty Key with Prefix is the whole
+// cache).
+type CacheWatchFilter struct {
+	Key    string
+	Prefix bool
+}
+
+// WatchKey watches one key.
+func WatchKey(key string) CacheWatchFilter { return CacheWatchFilter{Key: key} }
+
+// WatchPrefix watches every key starting with prefix ("" is every key).
+func WatchPrefix(prefix string) CacheWatchFilter { return CacheWatchFilter{Key: prefix, Prefix: true} }
+
+// WatchOption shapes a WatchCache call.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	from       *uint64
+	retained   bool
+	queue      int   // items buffered on the client; default Config.EventQueue
+	queueBytes int64 // key and value bytes buffered; default Config.EventQueueBytes
+}
+
+// WatchFrom resumes a watch: the first change delivered is the first at or
+// after offset (use CacheWatch.ResumeOffset of the watch that ended). An
+// offset older than the broker's history is answered with a resnapshot:
+// current values first (see CacheWatch.Resnapshot).
+func WatchFrom(offset uint64) WatchOption {
+	return func(o *watchOptions) { o.from = &offset }
+}
+
+// WatchRetained starts the watch with each matching key's current value,
+// then an item with StateComplete, then the changes. It needs a broker
+// that advertised FEATURE_CACHE_WATCH_RETAINED, and excludes WatchFrom.
+func WatchRetained() WatchOption {
+	return func(o *watchOptions) { o.retained = true }
+}
+
+// WatchQueue bounds what the watch buffers on the client between the
+// broker and Next: at most events items and about bytes bytes of keys and
+// values (0 keeps Config.EventQueue and Config.EventQueueBytes). A full
+// queue stops reading, so QUIC flow control pushes back on the broker,
+// which ends a watch that stays behind with CacheWatchLagged.
+func WatchQueue(events int, bytes int64) WatchOption {
+	return func(o *watchOptions) { o.queue, o.queueBytes = events, bytes }
+}
+
+// CacheWatchItem is one change a watch delivered, or the marker that ends
+// the current values of a retained start or a resnapshot.
+type CacheWatchItem struct {
+	// Offset is the write that made the change. For a Retained item it is
+	// the write that set the current value; for a StateComplete item, the
+	// offset every later change is at or after.
+	Offset uint64
+	Op     string // "put", "delete" or "expire"; "" on a StateComplete item
+	Key    string
+	// Value is a put's value (non-nil, possibly empty); nil otherwise.
+	Value []byte
+	// ExpiresAt is a put's expiry; zero when it has none.
+	ExpiresAt time.Time
+	// Retained marks a current value sent before the changes.
+	Retained bool
+	// StateComplete marks the end of the current values: Count of them
+	// were sent, and what follows are changes.
+	StateComplete bool
+	Count         uint64
+}
+
+// CacheWatchLagged ends a watch that fell behind: its queue on the broker
+// passed its bound. ResumeFrom is the first offset it was not sent, so
+// WatchFrom(ResumeFrom) misses nothing (CacheWatch.ResumeOffset, once
+// every item is read, is as good). Find it with errors.As.
+type CacheWatchLagged struct {
+	WatchID    uint64
+	ResumeFrom uint64
+}
+
+// Error implements error.
+func (e *CacheWatchLagged) Error() string {
+	return fmt.Sprintf("felix: cache watch %d fell behind and was ended by the broker; resume from offset %d",
+		e.WatchID, e.ResumeFrom)
+}
+
+// SupportsCacheWatch reports whether the broker advertised
+// FEATURE_CACHE_WATCH.
+func (c *Client) SupportsCacheWatch() bool { return c.serverFeatures&wire.FeatureCacheWatch != 0 }
+
+// WatchCache watches one key, or a prefix, of namespace/cache. A refusal
+// is a *BrokerError; a broker that did not advertise FEATURE_CACHE_WATCH
+// (or FEATURE_CACHE_WATCH_RETAINED for WatchRetained) fails it with code
+// unsupported before anything is sent.
+func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter CacheWatchFilter, opts ...WatchOption) (*CacheWatch, error) {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if c.serverFeatures&wire.FeatureCacheWatch == 0 {
+		return nil, notSent(unsupported("FEATURE_CACHE_WATCH, so it does not serve cache_watch"))
+	}
+	if o.retained && c.serverFeatures&wire.FeatureCacheWatchRetained == 0 {
+		return nil, notSent(unsupported("FEATURE_CACHE_WATCH_RETAINED, so it does not serve retained watches"))
+	}
+	if o.queue < 0 || o.queueBytes < 0 {
+		return nil, invalidArg("negative watch queue bound (%d items, %d bytes)", o.queue, o.queueBytes)
+	}
+	msg := &wire.CacheWatch{TenantID: c.cfg.Tenant, Namespace: namespace, Cache: cache, Key: filter.Key,
+		Prefix: filter.Prefix, FromOffset: o.from, Retained: o.retained, RequestID: c.newRequestID()}
+	if err := msg.Validate(); err != nil {
+		return nil, notSent(fmt.Errorf("felix: %w", err))
+	}
+	if err := c.checkUsable(); err != nil {
+		return nil, err
+	}
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := c.watchRoundTrip(ctx, cs, msg)
+	if err != nil {
+		cs.abort()
+		return nil, err
+	}
+	w := c.newCacheWatch(ok, cs, o)
+	if !c.trackSub(w) {
+		_ = w.Close()
+		return nil, c.failure(ErrClosed)
+	}
+	if err := c.router.register(w); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	c.spawn(w.watchControl)
+	return w, nil
+}
+
+// watchRoundTrip sends cache_watch, closes the send half and reads the
+// answer.
+func (c *Client) watchRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.CacheWatch) (*wire.CacheWatchOK, error) {
+	stop := context.AfterFunc(ctx, cs.abort)
+	defer stop()
+	frame, err := wire.AppendMessageFrame(nil, msg)
+	if err != nil {
+		return nil, notSent(err)
+	}
+	if _, err := cs.s.Write(frame); err != nil {
+		return nil, c.subscribeFailure(ctx, err)
+	}
+	_ = cs.s.Close()
+	ans, err := readMessage(cs.fr)
+	if err != nil {
+		return nil, c.subscribeFailure(ctx, err)
+	}
+	switch m := ans.(type) {
+	case *wire.CacheWatchOK:
+		return m, nil
+	case *wire.ErrorMsg:
+		return nil, fromWire(m.Err())
+	case *wire.Unsupported:
+		return nil, unsupported(m.RequestType)
+	}
+	return nil, fmt.Errorf("felix: cache_watch answered with %q", ans.MessageType())
+}
+
+// CacheWatch is one live watch. Next is safe to call from one goroutine at
+// a time; ResumeOffset, Resnapshot and Close from any.
+type CacheWatch struct {
+	c          *Client
+	id         uint64
+	resnapshot bool
+	ctrl       *ctrlStream
+
+	// resume is what ResumeOffset returns. Invariant: it only moves
+	// forward, and only when Next returns a change or a StateComplete.
+	resume atomic.Uint64
+
+	queue    chan CacheWatchItem // filled by the reader; bounded by watchOptions.queue
+	bytes    *semaphore.Weighted // key and value bytes in queue
+	maxBytes int64
+	ctx      context.Context // ends on Close or client shutdown
+	stop     context.CancelFunc
+
+	endOnce sync.Once
+	endErr  error         // set before endC is closed
+	endC    chan struct{} // closed when no more items will be queued
+
+	mu         sync.Mutex
+	closed     bool
+	es         *eventStream
+	readerDone chan struct{} // closed when the reader exits (nil until attached)
+	closeC     chan struct{} // closed by Close
+}
+
+func (c *Client) newCacheWatch(ok *wire.CacheWatchOK, cs *ctrlStream, o watchOptions) *CacheWatch {
+	if o.queue == 0 {
+		o.queue = c.cfg.EventQueue
+	}
+	if o.queueBytes == 0 {
+		o.queueBytes = c.cfg.EventQueueBytes
+	}
+	ctx, stop := context.WithCancel(c.ctx)
+	w := &CacheWatch{c: c, id: ok.WatchID, resnapshot: ok.Resnapshot, ctrl: cs,
+		queue: make(chan CacheWatchItem, o.queue), bytes: semaphore.NewWeighted(o.queueBytes), maxBytes: o.queueBytes,
+		ctx: ctx, stop: stop, endC: make(chan struct{}), closeC: make(chan struct{})}
+	w.resume.Store(ok.Offset)
+	if o.from != nil {
+		w.resume.Store(*o.from)
+	}
+	return w
+}
+
+// ID returns the watch id the broker assigned.
+func (w *CacheWatch) ID() uint64 { return w.id }
+
+// Resnapshot reports whether the broker could not serve the WatchFrom
+// offset from its history and starts with current values instead: the
+// caller must replace, not merge, what it held for the watched keys.
+func (w *CacheWatch) Resnapshot() bool { return w.resnapshot }
+
+// ResumeOffset is the offset to pass to WatchFrom to carry on after the
+// last item Next returned: that change's offset + 1, the offset of a
+// StateComplete item, or before any such item the WatchFrom offset or, for
+// a fresh watch, the offset the next write to the cache took when the
+// watch began. Retained items do not move it.
+func (w *CacheWatch) ResumeOffset() uint64 { return w.resume.Load() }
+
+// Next returns the next item. It is cancel-safe. When the watch ends it
+// returns the items already received, then why: *CacheWatchLagged when
+// the broker's queue overflowed, the *BrokerError of an error frame
+// (revoked, cache deleted), ErrSubscriptionLost when the connection or
+// the stream died, ErrClosed after Close.
+func (w *CacheWatch) Next(ctx context.Context) (CacheWatchItem, error) {
+	select {
+	case <-w.closeC:
+		return CacheWatchItem{}, ErrClosed
+	default:
+	}
+	select {
+	case it := <-w.queue:
+		return w.take(it)
+	default:
+	}
+	select {
+	case it := <-w.queue:
+		return w.take(it)
+	case <-w.endC:
+		select {
+		case it := <-w.queue:
+			return w.take(it)
+		default:
+			return CacheWatchItem{}, w.endErr
+		}
+	case <-w.closeC:
+		return CacheWatchItem{}, ErrClosed
+	case <-ctx.Done():
+		return CacheWatchItem{}, ctx.Err()
+	}
+}
+
+// take releases a dequeued item's bytes and moves the resume offset.
+func (w *CacheWatch) take(it CacheWatchItem) (CacheWatchItem, error) {
+	w.bytes.Release(w.weight(&it))
+	switch {
+	case it.StateComplete:
+		w.resume.Store(it.Offset)
+	case !it.Retained:
+		w.resume.Store(it.Offset + 1)
+	}
+	return it, nil
+}
+
+// weight is what an item counts against the byte bound.
+func (w *CacheWatch) weight(it *CacheWatchItem) int64 {
+	return min(int64(len(it.Key)+len(it.Value)), w.maxBytes)
+}
+
+// Close ends the watch: its event stream is stopped, so the broker drops
+// it. Next returns ErrClosed afterwards. Close waits for the reader.
+func (w *CacheWatch) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	close(w.closeC)
+	w.stop()
+	es, done := w.es, w.readerDone
+	w.mu.Unlock()
+	w.c.router.unregister(w)
+	w.c.untrackSub(w)
+	if es != nil {
+		es.rs.CancelRead(0)
+	}
+	w.ctrl.abort()
+	w.end(ErrClosed)
+	if done != nil {
+		<-done
+	}
+	return nil
+}
+
+// abort ends the watch's streams because its client is shutting down.
+func (w *CacheWatch) abort() {
+	w.stop()
+	w.mu.Lock()
+	es := w.es
+	w.mu.Unlock()
+	w.c.router.unregister(w)
+	if es != nil {
+		es.rs.CancelRead(0)
+	}
+	w.ctrl.abort()
+	w.end(w.lostReason(ErrClosed))
+}
+
+func (w *CacheWatch) end(err error) {
+	w.endOnce.Do(func() {
+		w.endErr = err
+		close(w.endC)
+	})
+}
+
+// lostReason is what the watch reports when its stream failed with err.
+func (w *CacheWatch) lostReason(err error) error {
+	select {
+	case <-w.closeC:
+		return ErrClosed
+	default:
+	}
+	if reason := w.c.shutdownReason(); reason != nil {
+		return reason
+	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: the broker ended the cache watch stream without a reason", ErrSubscriptionLost)
+	}
+	return fmt.Errorf("%w: %v", ErrSubscriptionLost, w.c.failure(err))
+}
+
+func (w *CacheWatch) streamID() uint64 { return w.id }
+
+func (w *CacheWatch) connectionEnded() { w.end(w.lostReason(ErrConnectionLost)) }
