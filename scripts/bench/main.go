@@ -52,6 +52,8 @@ type options struct {
 	fanoutNs        []int
 	fanoutRate      int
 	subs            int
+	watchNs         []int
+	watchDuration   time.Duration
 	metaConcurrency int
 	timeout         time.Duration
 }
@@ -78,6 +80,8 @@ func parseFlags(args []string) (*options, error) {
 	fanoutNs := fs.String("fanout-n", "10,100,1000", "fanout subscriber counts")
 	fs.IntVar(&o.fanoutRate, "fanout-rate", 0, "fanout offered rate in msgs/s (default min(1000, 50000/N))")
 	fs.IntVar(&o.subs, "subs", 10000, "idle subscriptions for sub-memory")
+	watchNs := fs.String("watch-n", "100,1000,10000", "watch-fanout watcher counts")
+	fs.DurationVar(&o.watchDuration, "watch-duration", 10*time.Second, "updates of each watch-fanout run (bounded to 1 minute)")
 	fs.IntVar(&o.metaConcurrency, "meta-concurrency", 16, "concurrent callers for meta")
 	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "stop everything after this long")
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +126,16 @@ func parseFlags(args []string) (*options, error) {
 			return nil, fmt.Errorf("--fanout-n: bad count %q", s)
 		}
 		o.fanoutNs = append(o.fanoutNs, n)
+	}
+	for _, s := range strings.Split(*watchNs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--watch-n: bad count %q", s)
+		}
+		o.watchNs = append(o.watchNs, n)
+	}
+	if o.watchDuration <= 0 || o.watchDuration > time.Minute {
+		return nil, errors.New("--watch-duration must be more than 0 and at most 1m")
 	}
 	// Paths the caller typed are relative to where the wrapper was run.
 	if caller := os.Getenv("BENCH_CALLER_DIR"); caller != "" {

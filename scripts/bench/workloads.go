@@ -230,8 +230,10 @@ func allWorkloads() []workload {
 					},
 				}}
 			}},
-		{name: "watch-fanout", peer: "etcd watch, NATS KV watch", pending: "Felix has no cache watch yet; peers not measured",
-			cases: func(*options) []caseSpec { return nil }},
+		{name: "watch-fanout", peer: "etcd watch, 3 members", note: watchFanoutNote,
+			cases: func(o *options) []caseSpec { return watchFanoutCases(o, etcdWatchPeer) }},
+		{name: "watch-fanout-nats", peer: "NATS KV watch, memory storage (TLS)", note: watchFanoutNote,
+			cases: func(o *options) []caseSpec { return watchFanoutCases(o, natsWatchPeer) }},
 	}
 }
 
@@ -298,4 +300,58 @@ func fanoutCase(o *options, subs int) caseSpec {
 			return natsFanoutRun(ctx, n, subs, rate, 256, d)
 		},
 	}
+}
+
+// watchFanoutNote describes both watch-fanout workloads.
+const watchFanoutNote = "W watchers of one key over 100 connections (etcd: 100 clients; NATS: 100 connections, a KV bucket " +
+	"with its default history of 1), one writer putting the key at 10 updates/s; latency from each update's intended send " +
+	"time until the last watcher saw it. skipped: updates some watcher never saw."
+
+// watchPeer runs the watch-fanout peer for w watchers at rate for d.
+type watchPeer func(ctx context.Context, e *env, w, rate int, d time.Duration) (figures, error)
+
+func etcdWatchPeer(ctx context.Context, e *env, w, rate int, d time.Duration) (figures, error) {
+	ec, err := e.etcd(ctx, "watch")
+	if err != nil {
+		return nil, err
+	}
+	return etcdWatchFanout(ctx, ec, w, watchConnections, rate, d)
+}
+
+func natsWatchPeer(ctx context.Context, e *env, w, rate int, d time.Duration) (figures, error) {
+	n, err := e.nats(ctx, "js", natsConfig{jetstream: true})
+	if err != nil {
+		return nil, err
+	}
+	return natsWatchFanout(ctx, n, w, watchConnections, rate, d)
+}
+
+// Watch-fanout shape: every W runs over this many connections at this rate.
+const (
+	watchConnections = 100
+	watchRate        = 10
+)
+
+func watchFanoutCases(o *options, peer watchPeer) []caseSpec {
+	d := o.watchDuration
+	var cs []caseSpec
+	for _, w := range o.watchNs {
+		cs = append(cs, caseSpec{
+			name: fmt.Sprintf("W=%d at %d updates/s", w, watchRate),
+			metrics: []metric{{"all seen p50", "ms", true, "all_seen_p50", "all_seen_p50_ms"},
+				{"all seen p99", "ms", true, "all_seen_p99", "all_seen_p99_ms"},
+				{"skipped", "updates", true, "skipped", "skipped"}},
+			felix: func(ctx context.Context, e *env) (figures, error) {
+				n, err := e.felix(ctx, "main")
+				if err != nil {
+					return nil, err
+				}
+				return e.felixBench(ctx, n, d+time.Duration(w)*5*time.Millisecond, "watch-fanout",
+					"--watchers", strconv.Itoa(w), "--connections", strconv.Itoa(watchConnections),
+					"--rate", strconv.Itoa(watchRate), "--duration", secs(d))
+			},
+			peer: func(ctx context.Context, e *env) (figures, error) { return peer(ctx, e, w, watchRate, d) },
+		})
+	}
+	return cs
 }

@@ -55,3 +55,19 @@ func TestSleepCtxEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUpdateSeenKeepsTheLatestArrival(t *testing.T) {
+	g := &watchFanoutRig{p: watchFanoutParams{watchers: 2}, updates: make([]updateSeen, 3)}
+	for i := range g.updates {
+		g.updates[i].sentNano.Store(1000)
+	}
+	g.updates[0].seenBy(3000)
+	g.updates[0].seenBy(2000)
+	g.updates[1].seenBy(1500) // one watcher never saw update 1
+	g.updates[2].seenBy(1100)
+	g.updates[2].seenBy(1200)
+	lat, maxLat, skipped := g.allSeen(3)
+	if skipped != 1 || maxLat != 2000 || len(lat.samples) != 2 {
+		t.Fatalf("skipped %d, max %v, %d samples", skipped, maxLat, len(lat.samples))
+	}
+}

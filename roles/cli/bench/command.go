@@ -28,7 +28,7 @@ func Command() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "bench",
-		Usage: "measure a running broker (pubsub, durable, fanout, latency, cache, subs-idle, meta) or the QUIC transport itself (quic-raw)",
+		Usage: "measure a running broker (pubsub, durable, fanout, watch-fanout, latency, cache, subs-idle, meta) or the QUIC transport itself (quic-raw)",
 		Description: "Each scenario creates its own uniquely named stream or cache through the control plane, drives\n" +
 			"load for --duration, deletes what it created and prints its figures (-o json for machines).\n" +
 			"For lossless pub/sub figures start the broker with FELIX_PUB_INGRESS_WAIT=true; for more than\n" +
@@ -36,6 +36,7 @@ func Command() *cli.Command {
 			"   felix bench quic-raw --duration 5s\n" +
 			"   felix bench pubsub --payload 4096 --batch 64 --duration 10s\n" +
 			"   felix bench fanout --subscribers 1000 --rate 100\n" +
+			"   felix bench watch-fanout --watchers 1000 --rate 10\n" +
 			"   felix bench durable --mode acked --inflight 256 --payload 4096",
 		Subcommands: []*cli.Command{
 			{
@@ -73,6 +74,27 @@ func Command() *cli.Command {
 							return runFanoutMax(ctx, t, p, max(1, c.Int("max-rate")), max(1, c.Int("max-steps")))
 						}
 						return runFanout(ctx, t, p)
+					})
+				},
+			},
+			{
+				Name:  "watch-fanout",
+				Usage: "one writer puts a key at a fixed rate to W watchers of it: time until every watcher saw each update p50/p99/max, and updates skipped",
+				Description: "Creates a cache, opens --watchers watches of one key spread over --connections connections,\n" +
+					"then puts the key --rate times a second for --duration (one writer, one more connection). Each\n" +
+					"value carries its sequence number and intended send time, so a stalled writer cannot hide\n" +
+					"its own delay. Reports, per update, the time until the last watcher saw it, deliveries/s,\n" +
+					"and skipped: updates some watcher never saw (0 unless the broker coalesced or dropped).\n" +
+					"Needs a broker with FEATURE_CACHE_WATCH. Example:\n\n" +
+					"   felix bench watch-fanout --watchers 1000 --rate 10 --duration 10s -o json",
+				Flags: withClient(dur,
+					&cli.IntFlag{Name: "watchers", Value: 1000, Usage: "number of watches of the key"},
+					&cli.IntFlag{Name: "connections", Usage: "connections the watchers share (default: min(watchers, 100))"},
+					&cli.IntFlag{Name: "rate", Value: 10, Usage: "updates per second"}),
+				Action: func(c *cli.Context) error {
+					return run(c, func(ctx context.Context, t *target) (*result, error) {
+						return runWatchFanout(ctx, t, watchFanoutParams{watchers: max(1, c.Int("watchers")),
+							connections: c.Int("connections"), rate: max(1, c.Int("rate")), duration: bounded(c.Duration("duration"))})
 					})
 				},
 			},
