@@ -31,6 +31,10 @@ type CacheWatchOptions struct {
 	// Now decides which entries have expired for the retained values
 	// (zero: time.Now()).
 	Now time.Time
+	// Notify, when set, is called whenever Ready is signalled. It runs
+	// under the cache's locks, on the writer's goroutine: it must not
+	// block or call into the cache.
+	Notify func()
 }
 
 // CacheWatchInfo describes a started watch.
@@ -70,6 +74,7 @@ type CacheWatch struct {
 	prefix   bool
 	maxBytes int64
 	readyC   chan struct{}
+	notify   func()
 
 	registered bool // in the cache's registry; guarded by the cache's logMu
 
@@ -92,7 +97,7 @@ type CacheWatch struct {
 // history starts as a resnapshot. A removed cache refuses with not_found.
 func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, error) {
 	l := &c.log
-	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, readyC: make(chan struct{}, 1)}
+	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, readyC: make(chan struct{}, 1), notify: opts.Notify}
 	if w.maxBytes <= 0 {
 		w.maxBytes = l.env.maxBytes
 	}
@@ -183,6 +188,9 @@ func (w *CacheWatch) signal() {
 	select {
 	case w.readyC <- struct{}{}:
 	default:
+	}
+	if w.notify != nil {
+		w.notify()
 	}
 }
 

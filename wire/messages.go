@@ -270,6 +270,9 @@ func ParseMessage(b []byte) (Message, error) {
 	if m, ok := parsePublishOK(b); ok {
 		return m, nil
 	}
+	if m, ok := parseCacheChange(b); ok {
+		return m, nil
+	}
 	var head struct {
 		Type *string `json:"type"`
 	}

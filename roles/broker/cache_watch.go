@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,13 +33,14 @@ func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 		cs.sendError(cs.subscriptionLimitError(), &m.RequestID)
 		return
 	}
-	cw, info, err := c.Watch(core.CacheWatchOptions{Key: m.Key, Prefix: m.Prefix, Retained: m.Retained, From: m.FromOffset})
+	w := &watchWriter{c: cs.c, key: c.Key(), withCodes: cs.withCodes(), who: cs.id}
+	cw, info, err := c.Watch(core.CacheWatchOptions{Key: m.Key, Prefix: m.Prefix, Retained: m.Retained, From: m.FromOffset, Notify: w.wake})
 	if err != nil {
 		cs.c.releaseSub()
 		cs.sendError(asWireError(err), &m.RequestID)
 		return
 	}
-	w := &watchWriter{c: cs.c, cw: cw, key: c.Key(), withCodes: cs.withCodes(), kickC: make(chan struct{})}
+	w.cw = cw
 	w.id = cs.c.claimWatchID(m.WatchID, cw.ID())
 	cs.sendMsg(&wire.CacheWatchOK{RequestID: m.RequestID, WatchID: w.id, Offset: info.Next, Resnapshot: info.Resnapshot})
 	es, e := cs.openEventStream(w.id)
@@ -47,7 +51,7 @@ func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 		return
 	}
 	w.es = es
-	w.start(cs.id)
+	w.start()
 }
 
 // subscriptionLimitError refuses a subscription or watch past the
@@ -87,13 +91,63 @@ func (c *connection) releaseWatchID(id uint64) {
 	c.mu.Unlock()
 }
 
-// watchWriter writes one cache watch's event stream from its own
-// goroutine: it drains the core watch when it signals, coalescing the
+// pumpWriteWait bounds how long the connection's watch pump waits on one
+// watch's write before handing that watch to a goroutine of its own.
+const pumpWriteWait = 2 * time.Millisecond
+
+// watchPump writes the cache watches of one connection, one goroutine at
+// a time, started only while some watch has work. A change fanned out to
+// many watches of the connection is then written to all their streams in
+// one pass, and QUIC packs the frames of many streams into each packet: a
+// goroutine per watch would hand the connection's send loop one frame at
+// a time, one packet each. A watch whose write stalls (the client's flow
+// control) is handed to a goroutine of its own until it has caught up, so
+// it never holds up the others for more than pumpWriteWait.
+type watchPump struct {
+	mu      sync.Mutex
+	queue   []*watchWriter
+	running bool
+}
+
+// add queues w, which has work, and starts the pump unless it runs.
+func (p *watchPump) add(w *watchWriter) {
+	p.mu.Lock()
+	p.queue = append(p.queue, w)
+	start := !p.running
+	p.running = true
+	p.mu.Unlock()
+	if start {
+		go p.run()
+	}
+}
+
+func (p *watchPump) run() {
+	var batch []*watchWriter
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		batch, p.queue = p.queue, batch[:0]
+		p.mu.Unlock()
+		for i, w := range batch {
+			w.pumpStep()
+			batch[i] = nil
+		}
+	}
+}
+
+// watchWriter writes one cache watch's event stream, coalescing the
 // shared change frames into writes of at most EventBatchMaxBytes, and
-// ends the stream with the watch's last frame (cache_watch_lagged or an
-// error) and a FIN. A client that stops reading stalls only this watch;
-// the core watch then ends lagged, and what was queued before is still
-// written first.
+// ends it with the watch's last frame (cache_watch_lagged or an error)
+// and a FIN. It runs only while there is work: the core watch's notify,
+// a kick, the connection's drain or the stream's end wakes it onto the
+// connection's pump; at most one goroutine owns it at a time (running),
+// so an idle watch costs no goroutine. A client that stops reading stalls
+// only this watch; the core watch then ends lagged, and what was queued
+// before is still written first.
 type watchWriter struct {
 	c         *connection
 	es        *quic.SendStream
@@ -101,22 +155,170 @@ type watchWriter struct {
 	id        uint64
 	key       core.CacheKey
 	withCodes bool
-	buf       []byte
+	who       *auth.Identity
 
-	kicked atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
-	kickC  chan struct{}              // closed on the first kick
+	// Owned by whoever holds running.
+	buf     []byte // frames not yet written (a stalled write leaves its tail)
+	changes int    // changes in buf
+	ended   error  // the watch's end, taken from the core watch
+	broken  bool   // a write failed midway
+
+	kicked  atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
+	armed   atomic.Bool                // start has run: wakes may queue it
+	running atomic.Bool                // queued on the pump or owned by a goroutine
+	cleanup []func()                   // undone by finish; set by start
 }
 
-// start runs the writer; the connection's writers tracker owns it.
-func (w *watchWriter) start(who *auth.Identity) {
+// start arms the writer: it joins the connection's writers and the
+// principal's live streams, gets woken by the connection's drain and the
+// stream's end, and looks at what is already ready.
+func (w *watchWriter) start() {
 	w.c.writers.add(1)
-	forget := w.c.srv.streams.add(who, w.kick)
-	go func() {
-		defer w.c.writers.done()
-		defer w.release()
-		defer forget()
-		w.run()
-	}()
+	stopStream := context.AfterFunc(w.es.Context(), w.wake)
+	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), func() { stopStream() }}
+	w.armed.Store(true)
+	w.wake()
+}
+
+// wake queues the writer on the connection's pump unless it is queued or
+// running, or not armed yet. It never blocks: the core calls it from the
+// cache's writers.
+func (w *watchWriter) wake() {
+	if w.armed.Load() && w.running.CompareAndSwap(false, true) {
+		w.c.watchPump.add(w)
+	}
+}
+
+// kick ends the watch from outside (revocation): its last frame is err.
+// A write stalled by flow control gives up after endWriteTimeout.
+func (w *watchWriter) kick(err *wire.Error) {
+	if w.kicked.CompareAndSwap(nil, err) {
+		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+		w.wake()
+	}
+}
+
+// stopping reports whether the watch must end whatever is ready: the
+// broker kicked it, the connection is flushing, or the stream ended.
+func (w *watchWriter) stopping() bool {
+	return w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
+}
+
+// pending reports whether the writer has work: the core watch signalled
+// since the writer last looked, or it must stop.
+func (w *watchWriter) pending() bool {
+	return len(w.cw.Ready()) > 0 || w.stopping()
+}
+
+// look takes the core watch's signal: whatever is signalled from now on
+// leaves a new one, for pending to see.
+func (w *watchWriter) look() {
+	select {
+	case <-w.cw.Ready():
+	default:
+	}
+}
+
+// idle gives the writer up, unless work arrived meanwhile: then it is
+// queued on the pump again.
+func (w *watchWriter) idle() {
+	w.running.Store(false)
+	if w.pending() && w.running.CompareAndSwap(false, true) {
+		w.c.watchPump.add(w)
+	}
+}
+
+// pumpStep writes what the watch has ready without waiting on it for more
+// than pumpWriteWait; a stalled write, an end or a stop continues on a
+// goroutine of the watch's own.
+func (w *watchWriter) pumpStep() {
+	if !w.stopping() && w.ended == nil && !w.broken {
+		w.look()
+		w.es.SetWriteDeadline(time.Now().Add(pumpWriteWait))
+		err := w.writeReady()
+		if err == nil && w.ended == nil {
+			w.idle()
+			return
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.broken = true
+		}
+	}
+	go w.alone()
+}
+
+// alone writes on its own goroutine, waiting as long as the client's flow
+// control needs, until the watch has nothing more to write or is over.
+func (w *watchWriter) alone() {
+	w.es.SetWriteDeadline(time.Time{})
+	if w.kicked.Load() != nil { // keep the kick's bound on a stalled write
+		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+	}
+	for {
+		if w.step() {
+			w.finish()
+			return
+		}
+		w.running.Store(false)
+		if !w.pending() || !w.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// step writes what is ready; it reports whether the watch is over (its
+// stream ended).
+func (w *watchWriter) step() bool {
+	w.look()
+	switch {
+	case w.broken:
+	case w.stopping():
+		w.stop()
+		return true
+	default:
+		if err := w.writeReady(); err != nil {
+			w.broken = true
+			break
+		}
+		if w.ended == nil {
+			return false
+		}
+		w.end(w.ended)
+		return true
+	}
+	w.es.CancelWrite(StreamCodeShutdown)
+	return true
+}
+
+// stop ends the watch for the reason it is stopping.
+func (w *watchWriter) stop() {
+	if k := w.kicked.Load(); k != nil {
+		w.end(k)
+		return
+	}
+	if w.es.Context().Err() != nil || w.c.ctx.Err() != nil {
+		w.es.CancelWrite(StreamCodeShutdown)
+		return
+	}
+	// Draining: write what is ready, then end with draining.
+	if err := w.writeReady(); err != nil {
+		w.es.CancelWrite(StreamCodeShutdown)
+		return
+	}
+	if w.ended == nil {
+		w.ended = wire.NewError(wire.CodeDraining, "broker is shutting down")
+	}
+	w.end(w.ended)
+}
+
+// finish releases what the watch held; called once, by the goroutine that
+// ended it.
+func (w *watchWriter) finish() {
+	for _, undo := range w.cleanup {
+		undo()
+	}
+	w.release()
+	w.c.writers.done()
 }
 
 // release ends the core watch and gives back what the watch held.
@@ -126,60 +328,17 @@ func (w *watchWriter) release() {
 	w.c.releaseSub()
 }
 
-// kick ends the watch from outside (revocation): its last frame is err.
-// It never blocks; a write stalled by flow control gives up after
-// endWriteTimeout.
-func (w *watchWriter) kick(err *wire.Error) {
-	if w.kicked.CompareAndSwap(nil, err) {
-		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-		close(w.kickC)
-	}
-}
-
-func (w *watchWriter) run() {
-	flushC := w.c.flushCtx.Done()
-	for {
-		end, err := w.writeReady()
-		if err != nil {
-			w.es.CancelWrite(StreamCodeShutdown)
-			return
-		}
-		if end != nil {
-			w.end(end)
-			return
-		}
-		select {
-		case <-w.cw.Ready():
-		case <-w.kickC:
-			w.end(w.kicked.Load())
-			return
-		case <-w.es.Context().Done(): // the client stopped reading
-			w.es.CancelWrite(StreamCodeShutdown)
-			return
-		case <-flushC:
-			if w.c.ctx.Err() != nil {
-				w.es.CancelWrite(StreamCodeShutdown)
-				return
-			}
-			// Draining: write what is ready, then end with draining.
-			flushC = nil
-			if end, err := w.writeReady(); err == nil && end == nil {
-				w.end(wire.NewError(wire.CodeDraining, "broker is shutting down"))
-			} else if err == nil {
-				w.end(end)
-			}
-			return
-		}
-	}
-}
-
 // writeReady writes every item the watch has ready, several frames per
-// write. It returns the watch's end when it reached it.
-func (w *watchWriter) writeReady() (end error, err error) {
+// write, after the tail a stalled write left. It stops at the watch's end
+// (kept in ended). A failed write keeps what it did not write in buf.
+func (w *watchWriter) writeReady() error {
 	limit := w.c.srv.cfg.EventBatchMaxBytes
-	w.buf = w.buf[:0]
-	n := 0
-	for end == nil {
+	if len(w.buf) > 0 {
+		if err := w.write(); err != nil {
+			return err
+		}
+	}
+	for w.ended == nil {
 		it, ok := w.cw.Next()
 		if !ok {
 			break
@@ -187,35 +346,39 @@ func (w *watchWriter) writeReady() (end error, err error) {
 		switch {
 		case it.Change != nil:
 			w.buf = append(w.buf, it.Change.Frame()...)
-			n++
+			w.changes++
 		case it.State != nil:
 			w.buf, _ = wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
 		default:
-			end = it.End
+			w.ended = it.End
 		}
 		if len(w.buf) >= limit {
-			if err := w.write(n); err != nil {
-				return nil, err
+			if err := w.write(); err != nil {
+				return err
 			}
-			n = 0
 		}
 	}
 	if len(w.buf) > 0 {
-		if err := w.write(n); err != nil {
-			return nil, err
+		if err := w.write(); err != nil {
+			return err
 		}
 	}
 	if cap(w.buf) > 4*limit {
 		w.buf = nil
 	}
-	return end, nil
+	return nil
 }
 
-func (w *watchWriter) write(changes int) error {
-	_, err := w.es.Write(w.buf)
+func (w *watchWriter) write() error {
+	n, err := w.es.Write(w.buf)
+	if err != nil {
+		w.buf = w.buf[n:]
+		return err
+	}
 	w.buf = w.buf[:0]
-	deliveredMessages.Add(changes)
-	return err
+	deliveredMessages.Add(w.changes)
+	w.changes = 0
+	return nil
 }
 
 // end writes the watch's last frame for why it ended and finishes the

@@ -33,12 +33,14 @@ type connection struct {
 	mu          sync.Mutex
 	readers     map[readDeadliner]struct{} // request streams, for the drain
 	interrupted bool
-	// live are the subscription writers to wake when the subscriptions
-	// must flush (one set per connection instead of a registration per
+	// live are the subscription and watch writers to wake when they must
+	// flush (one set per connection instead of a registration per
 	// subscription on flushCtx). Guarded by mu.
-	live map[*eventWriter]struct{}
+	live map[waker]struct{}
 	// watchIDs are the cache watch ids in use. Guarded by mu.
 	watchIDs map[uint64]struct{}
+	// watchPump writes the connection's cache watches.
+	watchPump watchPump
 
 	done chan struct{} // closed once everything above has ended
 }
@@ -56,7 +58,7 @@ func newConnection(s *Server, qc *quic.Conn, source string) *connection {
 		budget:  semaphore.NewWeighted(s.cfg.PublishConnInflightBytes),
 		ctx:     qc.Context(),
 		readers: map[readDeadliner]struct{}{},
-		live:    map[*eventWriter]struct{}{},
+		live:    map[waker]struct{}{},
 		done:    make(chan struct{}),
 	}
 	c.acceptCtx, c.stopAccept = context.WithCancel(c.ctx)
@@ -240,7 +242,7 @@ func (c *connection) flushSubscriptions(ctx context.Context) {
 func (c *connection) flushWriters() {
 	c.flushSubs()
 	c.mu.Lock()
-	ws := make([]*eventWriter, 0, len(c.live))
+	ws := make([]waker, 0, len(c.live))
 	for w := range c.live {
 		ws = append(ws, w)
 	}
@@ -250,9 +252,13 @@ func (c *connection) flushWriters() {
 	}
 }
 
-// addWriter registers a subscription writer for flushWriters; the
-// returned func removes it.
-func (c *connection) addWriter(w *eventWriter) func() {
+// waker is a subscription or watch writer: wake makes it look at its
+// work (and at whether it must stop) without blocking.
+type waker interface{ wake() }
+
+// addWriter registers a writer for flushWriters; the returned func
+// removes it.
+func (c *connection) addWriter(w waker) func() {
 	c.mu.Lock()
 	c.live[w] = struct{}{}
 	c.mu.Unlock()
