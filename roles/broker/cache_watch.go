@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"os"
 	"sync"
@@ -163,10 +162,11 @@ type watchWriter struct {
 	ended   error  // the watch's end, taken from the core watch
 	broken  bool   // a write failed midway
 
-	kicked  atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
-	armed   atomic.Bool                // start has run: wakes may queue it
-	running atomic.Bool                // queued on the pump or owned by a goroutine
-	cleanup []func()                   // undone by finish; set by start
+	kicked     atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
+	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
+	armed      atomic.Bool                // start has run: wakes may queue it
+	running    atomic.Bool                // queued on the pump or owned by a goroutine
+	cleanup    []func()                   // undone by finish; set by start
 }
 
 // start arms the writer: it joins the connection's writers and the
@@ -174,8 +174,7 @@ type watchWriter struct {
 // stream's end, and looks at what is already ready.
 func (w *watchWriter) start() {
 	w.c.writers.add(1)
-	stopStream := context.AfterFunc(w.es.Context(), w.wake)
-	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), func() { stopStream() }}
+	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), onStreamEnd(w.es, &w.streamDone, w.wake)}
 	w.armed.Store(true)
 	w.wake()
 }
@@ -201,7 +200,7 @@ func (w *watchWriter) kick(err *wire.Error) {
 // stopping reports whether the watch must end whatever is ready: the
 // broker kicked it, the connection is flushing, or the stream ended.
 func (w *watchWriter) stopping() bool {
-	return w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
+	return w.kicked.Load() != nil || w.c.flushing.Load() || w.streamDone.Load()
 }
 
 // pending reports whether the writer has work: the core watch signalled
@@ -254,16 +253,7 @@ func (w *watchWriter) alone() {
 	if w.kicked.Load() != nil { // keep the kick's bound on a stalled write
 		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 	}
-	for {
-		if w.step() {
-			w.finish()
-			return
-		}
-		w.running.Store(false)
-		if !w.pending() || !w.running.CompareAndSwap(false, true) {
-			return
-		}
-	}
+	drainWhile(&w.running, w.step, w.pending, w.finish)
 }
 
 // step writes what is ready; it reports whether the watch is over (its
@@ -398,11 +388,5 @@ func (w *watchWriter) end(why error) {
 	default: // the broker core closed
 		last = wire.NewError(wire.CodeDraining, "broker is shutting down").ErrorMessage(w.withCodes)
 	}
-	b, _ := wire.AppendMessageFrame(nil, last)
-	w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-	if _, err := w.es.Write(b); err != nil {
-		w.es.CancelWrite(StreamCodeShutdown)
-		return
-	}
-	w.es.Close()
+	writeLast(w.es, last)
 }

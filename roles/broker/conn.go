@@ -29,6 +29,9 @@ type connection struct {
 	requests tracker        // control and ingress streams being served
 	writers  tracker        // subscription event writers
 	subs     atomic.Int64   // subscriptions held, at most MaxSubscriptionsPerConn
+	// flushing is set once writers must flush and finish (flushWriters):
+	// a flag the writers read on every step, where flushCtx costs a lock.
+	flushing atomic.Bool
 
 	mu          sync.Mutex
 	readers     map[readDeadliner]struct{} // request streams, for the drain
@@ -240,6 +243,7 @@ func (c *connection) flushSubscriptions(ctx context.Context) {
 // flushWriters ends flushCtx and wakes every subscription writer, which
 // then writes what is queued and finishes.
 func (c *connection) flushWriters() {
+	c.flushing.Store(true)
 	c.flushSubs()
 	c.mu.Lock()
 	ws := make([]waker, 0, len(c.live))

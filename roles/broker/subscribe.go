@@ -142,7 +142,8 @@ type eventWriter struct {
 	buf       []byte
 	broken    bool // a write failed, perhaps midway through a frame
 
-	kicked atomic.Pointer[wire.Error] // why the broker ended the subscription; nil while it runs
+	kicked     atomic.Pointer[wire.Error] // why the broker ended the subscription; nil while it runs
+	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
 
 	armed    atomic.Bool // start has run: wakes may start a drain
 	running  atomic.Bool // a drain goroutine owns the stream (stays set once finished)
@@ -156,10 +157,20 @@ type eventWriter struct {
 func (w *eventWriter) start() {
 	subscriptionsGauge.Inc()
 	w.c.writers.add(1)
-	stopStream := context.AfterFunc(w.es.Context(), w.wake)
-	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), func() { stopStream() }}
+	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), onStreamEnd(w.es, &w.streamDone, w.wake)}
 	w.armed.Store(true)
 	w.wake()
+}
+
+// onStreamEnd sets ended and calls wake once the event stream's context
+// ends (the client stopped reading, or the connection closed); the
+// returned func stops watching it.
+func onStreamEnd(es *quic.SendStream, ended *atomic.Bool, wake func()) func() {
+	stop := context.AfterFunc(es.Context(), func() {
+		ended.Store(true)
+		wake()
+	})
+	return func() { stop() }
 }
 
 // wake starts a drain unless one is running or the writer is not armed
@@ -192,13 +203,20 @@ func (w *eventWriter) reason(err error) error {
 // unless more work arrived meanwhile. It returns for good once the
 // subscription has ended.
 func (w *eventWriter) drain() {
+	drainWhile(&w.running, w.step, w.pending, w.finish)
+}
+
+// drainWhile runs a writer that holds running: step until it reports
+// the end (then finish), or until there is nothing pending that a wake
+// has not claimed meanwhile (then the writer is given up).
+func drainWhile(running *atomic.Bool, step, pending func() bool, finish func()) {
 	for {
-		if w.step() {
-			w.finish()
+		if step() {
+			finish()
 			return
 		}
-		w.running.Store(false)
-		if !w.pending() || !w.running.CompareAndSwap(false, true) {
+		running.Store(false)
+		if !pending() || !running.CompareAndSwap(false, true) {
 			return
 		}
 	}
@@ -213,7 +231,7 @@ func (w *eventWriter) pending() bool {
 // stopping reports whether the subscription must end whatever is queued:
 // the broker kicked it, the connection is flushing, or the stream ended.
 func (w *eventWriter) stopping() bool {
-	return w.kicked.Load() != nil || w.c.flushCtx.Err() != nil || w.es.Context().Err() != nil
+	return w.kicked.Load() != nil || w.c.flushing.Load() || w.streamDone.Load()
 }
 
 // step writes the log replay (once), then everything queued; it reports
@@ -341,13 +359,20 @@ func (w *eventWriter) end(err error) {
 		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
+	writeLast(w.es, last)
+}
+
+// writeLast writes an event stream's last frame and finishes the stream
+// (FIN), giving a write stalled by the client's flow control
+// endWriteTimeout; a failed write resets the stream instead.
+func writeLast(es *quic.SendStream, last wire.Message) {
 	b, _ := wire.AppendMessageFrame(nil, last)
-	w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-	if _, err := w.es.Write(b); err != nil {
-		w.es.CancelWrite(StreamCodeShutdown)
+	es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+	if _, err := es.Write(b); err != nil {
+		es.CancelWrite(StreamCodeShutdown)
 		return
 	}
-	w.es.Close()
+	es.Close()
 }
 
 // readPageBytes bounds the payload bytes of one page read from a log, for
