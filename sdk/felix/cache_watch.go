@@ -2,14 +2,9 @@ package felix
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -138,15 +133,9 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 		return nil, err
 	}
 	w := c.newCacheWatch(ok, cs, o)
-	if !c.trackSub(w) {
-		_ = w.Close()
-		return nil, c.failure(ErrClosed)
-	}
-	if err := c.router.register(w); err != nil {
-		_ = w.Close()
+	if err := w.life.start(); err != nil {
 		return nil, err
 	}
-	c.spawn(w.watchControl)
 	return w, nil
 }
 
@@ -181,30 +170,12 @@ func (c *Client) watchRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.C
 // CacheWatch is one live watch. Next is safe to call from one goroutine at
 // a time; ResumeOffset, Resnapshot and Close from any.
 type CacheWatch struct {
-	c          *Client
-	id         uint64
+	life       streamLife[CacheWatchItem] // queue bounded by watchOptions.queue and queueBytes
 	resnapshot bool
-	ctrl       *ctrlStream
 
 	// resume is what ResumeOffset returns. Invariant: it only moves
 	// forward, and only when Next returns a change or a StateComplete.
 	resume atomic.Uint64
-
-	queue    chan CacheWatchItem // filled by the reader; bounded by watchOptions.queue
-	bytes    *semaphore.Weighted // key and value bytes in queue
-	maxBytes int64
-	ctx      context.Context // ends on Close or client shutdown
-	stop     context.CancelFunc
-
-	endOnce sync.Once
-	endErr  error         // set before endC is closed
-	endC    chan struct{} // closed when no more items will be queued
-
-	mu         sync.Mutex
-	closed     bool
-	es         *eventStream
-	readerDone chan struct{} // closed when the reader exits (nil until attached)
-	closeC     chan struct{} // closed by Close
 }
 
 func (c *Client) newCacheWatch(ok *wire.CacheWatchOK, cs *ctrlStream, o watchOptions) *CacheWatch {
@@ -214,10 +185,10 @@ func (c *Client) newCacheWatch(ok *wire.CacheWatchOK, cs *ctrlStream, o watchOpt
 	if o.queueBytes == 0 {
 		o.queueBytes = c.cfg.EventQueueBytes
 	}
-	ctx, stop := context.WithCancel(c.ctx)
-	w := &CacheWatch{c: c, id: ok.WatchID, resnapshot: ok.Resnapshot, ctrl: cs,
-		queue: make(chan CacheWatchItem, o.queue), bytes: semaphore.NewWeighted(o.queueBytes), maxBytes: o.queueBytes,
-		ctx: ctx, stop: stop, endC: make(chan struct{}), closeC: make(chan struct{})}
+	w := &CacheWatch{resnapshot: ok.Resnapshot}
+	w.life.init(c, ok.WatchID, cs, o.queue, o.queueBytes)
+	w.life.read, w.life.eofReason = w.read, "the broker ended the cache watch stream without a reason"
+	w.life.size = func(it *CacheWatchItem) int { return len(it.Key) + len(it.Value) }
 	w.resume.Store(ok.Offset)
 	if o.from != nil {
 		w.resume.Store(*o.from)
@@ -226,7 +197,7 @@ func (c *Client) newCacheWatch(ok *wire.CacheWatchOK, cs *ctrlStream, o watchOpt
 }
 
 // ID returns the watch id the broker assigned.
-func (w *CacheWatch) ID() uint64 { return w.id }
+func (w *CacheWatch) ID() uint64 { return w.life.id }
 
 // Resnapshot reports whether the broker could not serve the WatchFrom
 // offset from its history and starts with current values instead: the
@@ -246,113 +217,23 @@ func (w *CacheWatch) ResumeOffset() uint64 { return w.resume.Load() }
 // (revoked, cache deleted), ErrSubscriptionLost when the connection or
 // the stream died, ErrClosed after Close.
 func (w *CacheWatch) Next(ctx context.Context) (CacheWatchItem, error) {
-	select {
-	case <-w.closeC:
-		return CacheWatchItem{}, ErrClosed
-	default:
+	it, err := w.life.next(ctx)
+	if err == nil {
+		w.advance(&it)
 	}
-	select {
-	case it := <-w.queue:
-		return w.take(it)
-	default:
-	}
-	select {
-	case it := <-w.queue:
-		return w.take(it)
-	case <-w.endC:
-		select {
-		case it := <-w.queue:
-			return w.take(it)
-		default:
-			return CacheWatchItem{}, w.endErr
-		}
-	case <-w.closeC:
-		return CacheWatchItem{}, ErrClosed
-	case <-ctx.Done():
-		return CacheWatchItem{}, ctx.Err()
-	}
+	return it, err
 }
 
-// take releases a dequeued item's bytes and moves the resume offset.
-func (w *CacheWatch) take(it CacheWatchItem) (CacheWatchItem, error) {
-	w.bytes.Release(w.weight(&it))
+// advance moves the resume offset past a dequeued item.
+func (w *CacheWatch) advance(it *CacheWatchItem) {
 	switch {
 	case it.StateComplete:
 		w.resume.Store(it.Offset)
 	case !it.Retained:
 		w.resume.Store(it.Offset + 1)
 	}
-	return it, nil
-}
-
-// weight is what an item counts against the byte bound.
-func (w *CacheWatch) weight(it *CacheWatchItem) int64 {
-	return min(int64(len(it.Key)+len(it.Value)), w.maxBytes)
 }
 
 // Close ends the watch: its event stream is stopped, so the broker drops
 // it. Next returns ErrClosed afterwards. Close waits for the reader.
-func (w *CacheWatch) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	close(w.closeC)
-	w.stop()
-	es, done := w.es, w.readerDone
-	w.mu.Unlock()
-	w.c.router.unregister(w)
-	w.c.untrackSub(w)
-	if es != nil {
-		es.rs.CancelRead(0)
-	}
-	w.ctrl.abort()
-	w.end(ErrClosed)
-	if done != nil {
-		<-done
-	}
-	return nil
-}
-
-// abort ends the watch's streams because its client is shutting down.
-func (w *CacheWatch) abort() {
-	w.stop()
-	w.mu.Lock()
-	es := w.es
-	w.mu.Unlock()
-	w.c.router.unregister(w)
-	if es != nil {
-		es.rs.CancelRead(0)
-	}
-	w.ctrl.abort()
-	w.end(w.lostReason(ErrClosed))
-}
-
-func (w *CacheWatch) end(err error) {
-	w.endOnce.Do(func() {
-		w.endErr = err
-		close(w.endC)
-	})
-}
-
-// lostReason is what the watch reports when its stream failed with err.
-func (w *CacheWatch) lostReason(err error) error {
-	select {
-	case <-w.closeC:
-		return ErrClosed
-	default:
-	}
-	if reason := w.c.shutdownReason(); reason != nil {
-		return reason
-	}
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: the broker ended the cache watch stream without a reason", ErrSubscriptionLost)
-	}
-	return fmt.Errorf("%w: %v", ErrSubscriptionLost, w.c.failure(err))
-}
-
-func (w *CacheWatch) streamID() uint64 { return w.id }
-
-func (w *CacheWatch) connectionEnded() { w.end(w.lostReason(ErrConnectionLost)) }
+func (w *CacheWatch) Close() error { return w.life.close() }

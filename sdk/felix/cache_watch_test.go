@@ -125,25 +125,37 @@ func TestWatchCacheFromOffset(t *testing.T) {
 }
 
 func TestWatchCacheLagged(t *testing.T) {
-	fb, c := watchFake(t, watchFeatures)
-	w, fw := watch(t, c, fb, WatchKey("k"))
-	fw.send(t, put(101, "k", "v"), &wire.CacheWatchLagged{WatchID: fw.id, ResumeFrom: 150})
-	nextItem(t, w)
 	var lagged *CacheWatchLagged
-	if err := nextWatchErr(t, w); !errors.As(err, &lagged) || lagged.ResumeFrom != 150 || lagged.WatchID != w.ID() {
+	w, err := endAfterPut(t, func(_ *fakeBroker, fw *fakeWatch) {
+		fw.send(t, &wire.CacheWatchLagged{WatchID: fw.id, ResumeFrom: 150})
+	})
+	if !errors.As(err, &lagged) || lagged.ResumeFrom != 150 || lagged.WatchID != w.ID() {
 		t.Fatalf("got %v", err)
-	}
-	if w.ResumeOffset() != 102 {
-		t.Fatalf("resume %d", w.ResumeOffset())
 	}
 }
 
-func TestWatchCacheErrorFrame(t *testing.T) {
+// endAfterPut starts a watch of "k", has Next return a put at 101, ends
+// the watch with end and returns it and why it ended. The put moved the
+// resume offset to 102 for good.
+func endAfterPut(t *testing.T, end func(*fakeBroker, *fakeWatch)) (*CacheWatch, error) {
+	t.Helper()
 	fb, c := watchFake(t, watchFeatures)
 	w, fw := watch(t, c, fb, WatchKey("k"))
-	fw.send(t, put(101, "k", "v"), wire.NewError(wire.CodeNotFound, "cache deleted").ErrorMessage(true))
+	fw.send(t, put(101, "k", "v"))
 	nextItem(t, w)
-	if be := asBroker(t, nextWatchErr(t, w)); be.Code != wire.CodeNotFound {
+	end(fb, fw)
+	err := nextWatchErr(t, w)
+	if w.ResumeOffset() != 102 {
+		t.Fatalf("resume %d", w.ResumeOffset())
+	}
+	return w, err
+}
+
+func TestWatchCacheErrorFrame(t *testing.T) {
+	_, err := endAfterPut(t, func(_ *fakeBroker, fw *fakeWatch) {
+		fw.send(t, wire.NewError(wire.CodeNotFound, "cache deleted").ErrorMessage(true))
+	})
+	if be := asBroker(t, err); be.Code != wire.CodeNotFound {
 		t.Fatalf("code %s", be.Code)
 	}
 }
@@ -226,16 +238,9 @@ func TestWatchCacheBoundedQueue(t *testing.T) {
 }
 
 func TestWatchCacheConnectionLost(t *testing.T) {
-	fb, c := watchFake(t, watchFeatures)
-	w, fw := watch(t, c, fb, WatchKey("k"))
-	fw.send(t, put(101, "k", "v"))
-	nextItem(t, w)
-	fb.Kill()
-	if err := nextWatchErr(t, w); !errors.Is(err, ErrSubscriptionLost) {
+	_, err := endAfterPut(t, func(fb *fakeBroker, _ *fakeWatch) { fb.Kill() })
+	if !errors.Is(err, ErrSubscriptionLost) {
 		t.Fatalf("got %v", err)
-	}
-	if w.ResumeOffset() != 102 {
-		t.Fatalf("resume %d", w.ResumeOffset())
 	}
 }
 

@@ -15,18 +15,13 @@ func (s *Subscription) read(es eventStream) {
 	for {
 		f, err := es.fr.NextOwned() // events alias this frame's buffer
 		if err != nil {
-			s.end(s.lostReason(err))
+			s.life.end(s.life.lostReason(err))
 			return
 		}
 		batch, err := decodeEventFrame(f)
 		if err != nil {
-			s.end(err)
-			var lagged *SubscriptionLagged
-			if errors.As(err, &lagged) { // the broker's last frame: a clean end
-				es.rs.CancelRead(0)
-			} else {
-				es.rs.CancelRead(streamErrBadHead)
-			}
+			var lagged *SubscriptionLagged // the broker's last frame: a clean end
+			s.life.endBadFrame(es, err, errors.As(err, &lagged))
 			return
 		}
 		if !s.deliver(batch) {
@@ -41,19 +36,10 @@ func (s *Subscription) deliver(b eventBatch) bool {
 	for i, p := range b.payloads {
 		ev := b.event(i, p)
 		ev.Namespace, ev.Stream = s.namespace, s.stream
-		w := s.weight(&ev)
-		if err := s.bytes.Acquire(s.ctx, w); err != nil {
-			s.end(s.lostReason(ErrClosed))
+		if !s.life.deliver(ev) {
 			return false
 		}
-		select {
-		case s.queue <- ev:
-			eventsReceived.Inc()
-		case <-s.ctx.Done():
-			s.bytes.Release(w)
-			s.end(s.lostReason(ErrClosed))
-			return false
-		}
+		eventsReceived.Inc()
 	}
 	return true
 }

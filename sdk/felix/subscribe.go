@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -87,37 +84,10 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 	}
 	sub := newSubscription(c, ok.SubscriptionID, namespace, stream, cs)
 	sub.startOffset, sub.liveOffset = ok.StartOffset, ok.LiveOffset
-	if !c.trackSub(sub) {
-		sub.Close()
-		return nil, c.failure(ErrClosed)
-	}
-	if err := c.router.register(sub); err != nil {
-		sub.Close()
+	if err := sub.life.start(); err != nil {
 		return nil, err
 	}
-	c.spawn(sub.watchControl)
 	return sub, nil
-}
-
-// watchControl reads the subscribe stream to its end, so QUIC can retire
-// it. An error the broker sends there ends the subscription.
-func (s *Subscription) watchControl() {
-	for {
-		msg, err := readMessage(s.ctrl.fr)
-		if err != nil {
-			return
-		}
-		if m, ok := msg.(*wire.ErrorMsg); ok {
-			s.end(fromWire(m.Err()))
-			s.mu.Lock()
-			es := s.es
-			s.mu.Unlock()
-			if es != nil {
-				es.rs.CancelRead(0)
-			}
-			return
-		}
-	}
 }
 
 // subscribeRoundTrip sends subscribe, closes the send half and reads the
@@ -163,52 +133,25 @@ func (c *Client) subscribeFailure(ctx context.Context, err error) error {
 // Subscription is one live subscription. Next is safe to call from one
 // goroutine at a time; Close may be called from any goroutine.
 type Subscription struct {
-	c         *Client
-	id        uint64
+	life      streamLife[Event] // queue bounded by Config.EventQueue and EventQueueBytes
 	namespace string
 	stream    string
-	ctrl      *ctrlStream
 
 	// Where a subscribe with a start joined a durable stream; nil when the
 	// broker did not say. Set before the subscription is returned.
 	startOffset, liveOffset *uint64
-
-	queue chan Event          // filled by the reader; bounded by Config.EventQueue
-	bytes *semaphore.Weighted // payload bytes in queue; bounded by Config.EventQueueBytes
-	ctx   context.Context     // ends on Close or client shutdown
-	stop  context.CancelFunc
-
-	endOnce sync.Once
-	endErr  error         // set before endC is closed
-	endC    chan struct{} // closed when no more events will be queued
-
-	mu         sync.Mutex
-	closed     bool          // Close was called
-	es         *eventStream  // set by attach
-	readerDone chan struct{} // closed when the reader exits (nil until attached)
-	closeC     chan struct{} // closed by Close
 }
 
 func newSubscription(c *Client, id uint64, ns, stream string, ctrl *ctrlStream) *Subscription {
-	ctx, stop := context.WithCancel(c.ctx)
-	return &Subscription{c: c, id: id, namespace: ns, stream: stream, ctrl: ctrl,
-		queue: make(chan Event, c.cfg.EventQueue), bytes: semaphore.NewWeighted(c.cfg.EventQueueBytes),
-		ctx: ctx, stop: stop, endC: make(chan struct{}), closeC: make(chan struct{})}
-}
-
-// weight is what an event counts against the byte bound.
-func (s *Subscription) weight(ev *Event) int64 {
-	return min(int64(len(ev.Payload)), s.c.cfg.EventQueueBytes)
-}
-
-// take returns a dequeued event after releasing its bytes.
-func (s *Subscription) take(ev Event) (Event, error) {
-	s.bytes.Release(s.weight(&ev))
-	return ev, nil
+	s := &Subscription{namespace: ns, stream: stream}
+	s.life.init(c, id, ctrl, c.cfg.EventQueue, c.cfg.EventQueueBytes)
+	s.life.read, s.life.eofReason = s.read, "the broker ended the event stream"
+	s.life.size = func(ev *Event) int { return len(ev.Payload) }
+	return s
 }
 
 // ID returns the broker-assigned subscription id.
-func (s *Subscription) ID() uint64 { return s.id }
+func (s *Subscription) ID() uint64 { return s.life.id }
 
 // StartOffset returns the offset the subscription started at. ok is false
 // unless the subscribe carried a start (SubscribeFrom), the stream is
@@ -235,125 +178,9 @@ func maybe(p *uint64) (uint64, bool) {
 // dropped ends with *SubscriptionLagged. After Subscription.Close it returns ErrClosed
 // at once; after Client.Close, the events already received and then
 // ErrClosed.
-func (s *Subscription) Next(ctx context.Context) (Event, error) {
-	select {
-	case <-s.closeC:
-		return Event{}, ErrClosed
-	default:
-	}
-	select {
-	case ev := <-s.queue:
-		return s.take(ev)
-	default:
-	}
-	select {
-	case ev := <-s.queue:
-		return s.take(ev)
-	case <-s.endC:
-		select {
-		case ev := <-s.queue:
-			return s.take(ev)
-		default:
-			return Event{}, s.endErr
-		}
-	case <-s.closeC:
-		return Event{}, ErrClosed
-	case <-ctx.Done():
-		return Event{}, ctx.Err()
-	}
-}
+func (s *Subscription) Next(ctx context.Context) (Event, error) { return s.life.next(ctx) }
 
 // Close ends the subscription: the event stream is reset, so the broker
 // drops it. Next returns ErrClosed afterwards. Close waits for the
 // subscription's reader to stop.
-func (s *Subscription) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	close(s.closeC)
-	s.stop()
-	es, done := s.es, s.readerDone
-	s.mu.Unlock()
-	s.c.router.unregister(s)
-	s.c.untrackSub(s)
-	if es != nil {
-		es.rs.CancelRead(0)
-	}
-	s.ctrl.abort()
-	s.end(ErrClosed)
-	if done != nil {
-		<-done
-	}
-	return nil
-}
-
-// abort ends the subscription's streams because its client is shutting
-// down: Next returns the events already received, then the client's
-// shutdown reason. The client's shutdown waits for the reader.
-func (s *Subscription) abort() {
-	s.stop()
-	s.mu.Lock()
-	es := s.es
-	s.mu.Unlock()
-	s.c.router.unregister(s)
-	if es != nil {
-		es.rs.CancelRead(0)
-	}
-	s.ctrl.abort()
-	s.end(s.lostReason(ErrClosed))
-}
-
-// end records why no more events will come; the first reason wins.
-func (s *Subscription) end(err error) {
-	s.endOnce.Do(func() {
-		s.endErr = err
-		close(s.endC)
-	})
-}
-
-// lostReason says what a subscription reports when its stream failed with
-// err: ErrClosed after Close, the client's shutdown reason, otherwise
-// ErrSubscriptionLost wrapping the cause.
-func (s *Subscription) lostReason(err error) error {
-	select {
-	case <-s.closeC:
-		return ErrClosed
-	default:
-	}
-	if reason := s.c.shutdownReason(); reason != nil {
-		return reason
-	}
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: the broker ended the event stream", ErrSubscriptionLost)
-	}
-	return fmt.Errorf("%w: %v", ErrSubscriptionLost, s.c.failure(err))
-}
-
-func (s *Subscription) streamID() uint64 { return s.id }
-
-// connectionEnded ends a subscription whose event stream never came.
-func (s *Subscription) connectionEnded() { s.end(s.lostReason(ErrConnectionLost)) }
-
-// attach binds the event stream and starts the reader.
-func (s *Subscription) attach(es eventStream) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		es.rs.CancelRead(0)
-		return
-	}
-	done := make(chan struct{})
-	started := s.c.spawn(func() {
-		defer close(done)
-		s.read(es)
-	})
-	if !started {
-		es.rs.CancelRead(0)
-		s.end(s.lostReason(ErrConnectionLost))
-		return
-	}
-	s.es, s.readerDone = &es, done
-}
+func (s *Subscription) Close() error { return s.life.close() }
