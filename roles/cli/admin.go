@@ -213,13 +213,9 @@ func (k resourceKind[T]) deleteCommand() *cli.Command {
 // withAdmin resolves the settings, builds the admin client and runs fn,
 // rendering any failure for the user.
 func withAdmin(c *cli.Context, fn func(*AdminClient, Settings, printer) error) error {
-	p, err := newPrinter(c)
+	p, s, err := clientSetup(c)
 	if err != nil {
 		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
 	}
 	a, err := NewAdminClient(s)
 	if err != nil {

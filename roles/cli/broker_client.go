@@ -3,7 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/felixmq/felix/sdk/felix"
 )
@@ -60,6 +65,37 @@ func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
 		return nil, fmt.Errorf("connect to broker %s: %w", s.Broker, err)
 	}
 	return patientClient{sdkClient{c}}, nil
+}
+
+// clientSetup makes the printer and loads the client settings: the first
+// steps of every command that talks to the broker or the admin API. A
+// settings failure is rendered for the user.
+func clientSetup(c *cli.Context) (printer, Settings, error) {
+	p, err := newPrinter(c)
+	if err != nil {
+		return printer{}, Settings{}, err
+	}
+	s, err := LoadClientSettings(c)
+	if err != nil {
+		return printer{}, Settings{}, exitError(err)
+	}
+	return p, s, nil
+}
+
+// runBroker is clientSetup, then withBroker. fn's ctx is c.Context, which
+// with interruptible SIGINT and SIGTERM also end.
+func runBroker(c *cli.Context, tk toolkit, interruptible bool, fn func(ctx context.Context, bc brokerClient, s Settings, p printer) error) error {
+	p, s, err := clientSetup(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	if interruptible {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	return withBroker(ctx, tk, s, func(bc brokerClient) error { return fn(ctx, bc, s, p) })
 }
 
 // withBroker resolves the settings, connects, runs fn and closes the

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -97,15 +99,9 @@ func cacheDeleteCommand(tk toolkit) *cli.Command {
 
 // withCache runs fn with a connected client, the settings and a printer.
 func withCache(c *cli.Context, tk toolkit, fn func(brokerClient, Settings, printer) error) error {
-	p, err := newPrinter(c)
-	if err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	return withBroker(c.Context, tk, s, func(bc brokerClient) error { return fn(bc, s, p) })
+	return runBroker(c, tk, false, func(_ context.Context, bc brokerClient, s Settings, p printer) error {
+		return fn(bc, s, p)
+	})
 }
 
 // printValue prints a cache value: the raw value in text ("not found"

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -120,17 +117,7 @@ func runCacheWatch(c *cli.Context, tk toolkit) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPrinter(c)
-	if err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return withBroker(ctx, tk, s, func(bc brokerClient) error {
+	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, p printer) error {
 		w, err := bc.WatchCache(ctx, s.Namespace, cache, filter, opts...)
 		if err != nil {
 			return err

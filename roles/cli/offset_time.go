@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -57,16 +58,8 @@ func runOffsetForTime(c *cli.Context, tk toolkit) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPrinter(c)
-	if err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	return withBroker(c.Context, tk, s, func(bc brokerClient) error {
-		off, ok, err := bc.OffsetForTime(c.Context, s.Namespace, c.Args().First(), shard, at)
+	return runBroker(c, tk, false, func(ctx context.Context, bc brokerClient, s Settings, p printer) error {
+		off, ok, err := bc.OffsetForTime(ctx, s.Namespace, c.Args().First(), shard, at)
 		if err != nil {
 			return err
 		}

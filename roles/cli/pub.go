@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -56,21 +53,11 @@ func runPub(c *cli.Context, tk toolkit) error {
 	case !stdin && len(msgs) == 0:
 		return usageErrorf(c, "no message to publish (give MSG arguments or --stdin)")
 	}
-	if _, err := newPrinter(c); err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	p := publisher{ns: s.Namespace, stream: c.Args().First(), key: []byte(c.String("key")), ack: felix.AckNone}
-	if c.Bool("ack") {
-		p.ack = felix.AckPerMessage
-	}
-	return withBroker(ctx, tk, s, func(bc brokerClient) error {
-		p.client = bc
+	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, _ printer) error {
+		p := publisher{client: bc, ns: s.Namespace, stream: c.Args().First(), key: []byte(c.String("key")), ack: felix.AckNone}
+		if c.Bool("ack") {
+			p.ack = felix.AckPerMessage
+		}
 		var err error
 		if stdin {
 			err = p.publishLines(ctx, c.App.Reader)

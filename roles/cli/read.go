@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -89,17 +86,7 @@ func runRead(c *cli.Context, tk toolkit) error {
 	if err != nil {
 		return err
 	}
-	p, err := newPrinter(c)
-	if err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return withBroker(ctx, tk, s, func(bc brokerClient) error {
+	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, p printer) error {
 		err := readPages(ctx, bc, s.Namespace, c.Args().First(), r, p)
 		if ctx.Err() != nil { // interrupted: a clean end
 			return nil

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -74,18 +71,8 @@ func runSub(c *cli.Context, tk toolkit) error {
 	if uint64(shard) > uint64(^uint32(0)) {
 		return usageErrorf(c, "--shard %d is out of range", shard)
 	}
-	p, err := newPrinter(c)
-	if err != nil {
-		return err
-	}
-	s, err := LoadClientSettings(c)
-	if err != nil {
-		return exitError(err)
-	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	opts := felix.SubscribeOptions{Start: start, Shard: uint32(shard)}
-	return withBroker(ctx, tk, s, func(bc brokerClient) error {
+	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, p printer) error {
 		return cursorHint(subscribeAndPrint(ctx, bc, s.Namespace, c.Args().First(), opts, p,
 			c.App.ErrWriter, uint64(c.Uint("count"))))
 	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/felixmq/felix/sdk/felix"
@@ -23,16 +21,12 @@ type fanoutParams struct {
 // fanoutRig is one stream with its subscribers and a publisher, reused by
 // every step of a fanout run.
 type fanoutRig struct {
-	t          *target
-	p          fanoutParams
-	stream     string
-	clients    []*felix.Client
-	pubC       *felix.Client
-	deliveries atomic.Int64
-	errs       atomic.Int64
-	lats       []*latencies // one per subscriber, each owned by its reader until stop
-	stopRecv   context.CancelFunc
-	wg         sync.WaitGroup
+	t      *target
+	p      fanoutParams
+	stream string
+	receivers
+	pubC *felix.Client
+	lats []*latencies // one per subscriber, each owned by its reader until stop
 }
 
 // newFanoutRig creates the stream, connects and subscribes everyone and
@@ -49,12 +43,9 @@ func newFanoutRig(ctx context.Context, t *target, p fanoutParams) (*fanoutRig, e
 	}
 	recvCtx, stop := context.WithCancel(ctx)
 	g.stopRecv = stop
-	g.clients = make([]*felix.Client, p.connections)
-	for i := range g.clients {
-		if g.clients[i], err = t.connect(ctx); err != nil {
-			g.close()
-			return nil, fmt.Errorf("connection %d: %w", i, err)
-		}
+	if err := g.connect(ctx, t, p.connections); err != nil {
+		g.close()
+		return nil, err
 	}
 	for i := range p.subscribers {
 		sub, err := subscribeWhenReady(ctx, g.clients[i%len(g.clients)], t.ns, g.stream)
@@ -80,9 +71,7 @@ func (g *fanoutRig) read(ctx context.Context, sub *felix.Subscription, lat *late
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				g.errs.Add(1)
-			}
+			g.readEnded(ctx)
 			return
 		}
 		if len(ev.Payload) >= 8 {
@@ -95,13 +84,7 @@ func (g *fanoutRig) read(ctx context.Context, sub *felix.Subscription, lat *late
 
 // close stops the readers, closes every connection and deletes the stream.
 func (g *fanoutRig) close() {
-	g.stopRecv()
-	g.wg.Wait()
-	for _, c := range append(g.clients, g.pubC) {
-		if c != nil {
-			c.Close()
-		}
-	}
+	g.receivers.close(g.pubC)
 	g.t.admin.deleteStream(context.Background(), g.t.ns, g.stream)
 }
 
@@ -119,39 +102,21 @@ type stepResult struct {
 // send time, then waits until every delivery arrived or delivery stalled.
 func (g *fanoutRig) step(ctx context.Context, rate int, d time.Duration) stepResult {
 	before := g.deliveries.Load()
-	interval := time.Second / time.Duration(max(1, rate))
 	start := time.Now()
-	var sent int64
-	var lagMax time.Duration
 	payload := make([]byte, g.p.payload)
-	for ctx.Err() == nil {
-		due := start.Add(time.Duration(sent) * interval)
-		if due.Sub(start) >= d {
-			break
-		}
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		} else {
-			lagMax = max(lagMax, -wait)
-		}
+	n, lagMax := paced(ctx, rate, d, -1, func(_ int, due time.Time) {
 		msg := append([]byte(nil), payload...)
 		binary.BigEndian.PutUint64(msg, uint64(due.UnixNano()))
 		if err := g.pubC.Publish(ctx, g.t.ns, g.stream, msg, felix.AckNone); err != nil {
 			g.errs.Add(1)
 		}
-		sent++
-	}
+	})
 	g.pubC.Finish(ctx)
+	sent := int64(n)
 	want := sent * int64(g.p.subscribers)
-	got := func() int64 { return g.deliveries.Load() - before }
-	last, idleSince := got(), time.Now()
-	for got() < want && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-		if n := got(); n != last {
-			last, idleSince = n, time.Now()
-		}
-	}
-	return stepResult{rate: rate, sent: sent, delivered: got(), lost: want - got(), elapsed: time.Since(start), lagMax: lagMax}
+	g.settle(ctx, before, want)
+	got := g.deliveries.Load() - before
+	return stepResult{rate: rate, sent: sent, delivered: got, lost: want - got, elapsed: time.Since(start), lagMax: lagMax}
 }
 
 // runFanout publishes at a fixed rate to many subscribers and measures

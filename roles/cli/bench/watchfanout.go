@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,16 +45,12 @@ func (u *updateSeen) seenBy(now int64) {
 
 // watchFanoutRig is one cache, its watchers and a writer.
 type watchFanoutRig struct {
-	t          *target
-	p          watchFanoutParams
-	cache      string
-	clients    []*felix.Client
-	writer     *felix.Client
-	updates    []updateSeen // by sequence number; bounded by rate × duration
-	deliveries atomic.Int64
-	errs       atomic.Int64
-	stopRecv   context.CancelFunc
-	wg         sync.WaitGroup
+	t     *target
+	p     watchFanoutParams
+	cache string
+	receivers
+	writer  *felix.Client
+	updates []updateSeen // by sequence number; bounded by rate × duration
 }
 
 // newWatchFanoutRig creates the cache, connects, opens every watch (each
@@ -72,12 +67,9 @@ func newWatchFanoutRig(ctx context.Context, t *target, p watchFanoutParams) (*wa
 	}
 	recvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	g.stopRecv = stop
-	g.clients = make([]*felix.Client, p.connections)
-	for i := range g.clients {
-		if g.clients[i], err = t.connect(ctx); err != nil {
-			g.close()
-			return nil, fmt.Errorf("connection %d: %w", i, err)
-		}
+	if err := g.connect(ctx, t, p.connections); err != nil {
+		g.close()
+		return nil, err
 	}
 	if g.writer, err = t.connect(ctx); err != nil {
 		g.close()
@@ -125,9 +117,7 @@ func (g *watchFanoutRig) read(ctx context.Context, w *felix.CacheWatch) {
 	for {
 		it, err := w.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				g.errs.Add(1)
-			}
+			g.readEnded(ctx)
 			return
 		}
 		now := time.Now().UnixNano()
@@ -144,13 +134,7 @@ func (g *watchFanoutRig) read(ctx context.Context, w *felix.CacheWatch) {
 
 // close stops the readers, closes every connection and deletes the cache.
 func (g *watchFanoutRig) close() {
-	g.stopRecv()
-	g.wg.Wait()
-	for _, c := range append(g.clients, g.writer) {
-		if c != nil {
-			c.Close()
-		}
-	}
+	g.receivers.close(g.writer)
 	g.t.admin.deleteCache(context.Background(), g.t.ns, g.cache)
 }
 
@@ -158,41 +142,15 @@ func (g *watchFanoutRig) close() {
 // sequence number and intended send time, and returns how many updates it
 // made and how far it fell behind its schedule.
 func (g *watchFanoutRig) write(ctx context.Context, d time.Duration) (sent int, lagMax time.Duration) {
-	interval := time.Second / time.Duration(max(1, g.p.rate))
-	start := time.Now()
-	for ctx.Err() == nil && sent < len(g.updates) {
-		due := start.Add(time.Duration(sent) * interval)
-		if due.Sub(start) >= d {
-			break
-		}
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		} else {
-			lagMax = max(lagMax, -wait)
-		}
+	return paced(ctx, g.p.rate, d, len(g.updates), func(seq int, due time.Time) {
 		var v [16]byte
-		binary.BigEndian.PutUint64(v[:8], uint64(sent))
+		binary.BigEndian.PutUint64(v[:8], uint64(seq))
 		binary.BigEndian.PutUint64(v[8:], uint64(due.UnixNano()))
-		g.updates[sent].sentNano.Store(due.UnixNano())
+		g.updates[seq].sentNano.Store(due.UnixNano())
 		if err := g.writer.CachePut(ctx, g.t.ns, g.cache, watchFanoutKey, v[:], 0); err != nil {
 			g.errs.Add(1)
 		}
-		sent++
-	}
-	return sent, lagMax
-}
-
-// settle waits until every watcher saw all sent updates, or deliveries
-// stopped moving for 2 s.
-func (g *watchFanoutRig) settle(ctx context.Context, sent int) {
-	want := int64(sent) * int64(g.p.watchers)
-	last, idleSince := g.deliveries.Load(), time.Now()
-	for g.deliveries.Load() < want && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-		if n := g.deliveries.Load(); n != last {
-			last, idleSince = n, time.Now()
-		}
-	}
+	})
 }
 
 // allSeen returns, over the first sent updates, the time from each
@@ -224,7 +182,7 @@ func runWatchFanout(ctx context.Context, t *target, p watchFanoutParams) (*resul
 	}
 	start := time.Now()
 	sent, lagMax := g.write(ctx, p.duration)
-	g.settle(ctx, sent)
+	g.settle(ctx, 0, int64(sent)*int64(p.watchers)) // every watcher saw every update
 	elapsed := time.Since(start)
 	g.close()
 	lat, maxLat, skipped := g.allSeen(sent)
