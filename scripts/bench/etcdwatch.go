@@ -36,42 +36,31 @@ func etcdWatchFanout(ctx context.Context, ec *etcdCluster, watchers, conns, rate
 		}
 		clients = append(clients, c)
 	}
-	var opened sync.WaitGroup
-	errs := make(chan error, len(clients))
-	for ci, c := range clients {
-		opened.Add(1)
+	err := openSpread(len(clients), watchers, func(ci, i int) error {
+		ch := clients[ci].Watch(wctx, key, clientv3.WithCreatedNotify())
+		select {
+		case resp, ok := <-ch:
+			if !ok || !resp.Created {
+				return fmt.Errorf("etcd watcher %d: not created: %v", i, resp.Err())
+			}
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("etcd watcher %d: not created in 30s", i)
+		}
+		seen := t.watcher()
+		readers.Add(1)
 		go func() {
-			defer opened.Done()
-			for i := ci; i < watchers; i += len(clients) {
-				ch := c.Watch(wctx, key, clientv3.WithCreatedNotify())
-				select {
-				case resp, ok := <-ch:
-					if !ok || !resp.Created {
-						errs <- fmt.Errorf("etcd watcher %d: not created: %v", i, resp.Err())
-						return
+			defer readers.Done()
+			for resp := range ch {
+				for _, ev := range resp.Events {
+					if ev.Type == clientv3.EventTypePut {
+						seen(ev.Kv.Value)
 					}
-				case <-time.After(30 * time.Second):
-					errs <- fmt.Errorf("etcd watcher %d: not created in 30s", i)
-					return
 				}
-				seen := t.watcher()
-				readers.Add(1)
-				go func() {
-					defer readers.Done()
-					for resp := range ch {
-						for _, ev := range resp.Events {
-							if ev.Type == clientv3.EventTypePut {
-								seen(ev.Kv.Value)
-							}
-						}
-					}
-				}()
 			}
 		}()
-	}
-	opened.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	writer, err := newClient()

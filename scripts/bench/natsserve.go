@@ -48,6 +48,11 @@ func serveNATS(args []string) error {
 		opts.JetStream, opts.StoreDir, opts.SyncAlways = true, *dir, *syncAlways
 		opts.JetStreamMaxMemory = 2 << 30
 		opts.JetStreamMaxStore = 8 << 30
+		// nats-server 2.14+ caps each stream at 1,000 consumers unless the
+		// stream or account sets a limit (a KV bucket's stream says -1,
+		// which counts as unset); every KV Watch is an ephemeral consumer,
+		// so watch-fanout needs it unlimited.
+		opts.JetStreamLimits.DefaultMaxConsumers = -1
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -65,45 +65,35 @@ func natsWatchFanout(ctx context.Context, n *natsNode, watchers, conns, rate int
 			w.Stop()
 		}
 	}()
-	var opened sync.WaitGroup
-	errs := make(chan error, len(kvs))
-	for ci, wkv := range kvs {
-		opened.Add(1)
+	err = openSpread(len(kvs), watchers, func(ci, i int) error {
+		w, err := kvs[ci].Watch(wctx, "k", jetstream.UpdatesOnly())
+		if err != nil {
+			return fmt.Errorf("nats watcher %d: %w", i, err)
+		}
+		mu.Lock()
+		kws = append(kws, w)
+		mu.Unlock()
+		seen := t.watcher()
+		readers.Add(1)
 		go func() {
-			defer opened.Done()
-			for i := ci; i < watchers; i += len(kvs) {
-				w, err := wkv.Watch(wctx, "k", jetstream.UpdatesOnly())
-				if err != nil {
-					errs <- fmt.Errorf("nats watcher %d: %w", i, err)
+			defer readers.Done()
+			for {
+				select {
+				case e, ok := <-w.Updates():
+					if !ok {
+						return
+					}
+					if e != nil && e.Operation() == jetstream.KeyValuePut {
+						seen(e.Value())
+					}
+				case <-wctx.Done():
 					return
 				}
-				mu.Lock()
-				kws = append(kws, w)
-				mu.Unlock()
-				seen := t.watcher()
-				readers.Add(1)
-				go func() {
-					defer readers.Done()
-					for {
-						select {
-						case e, ok := <-w.Updates():
-							if !ok {
-								return
-							}
-							if e != nil && e.Operation() == jetstream.KeyValuePut {
-								seen(e.Value())
-							}
-						case <-wctx.Done():
-							return
-						}
-					}
-				}()
 			}
 		}()
-	}
-	opened.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	put := func(ctx context.Context, v []byte) error {

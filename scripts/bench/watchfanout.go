@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -131,4 +132,27 @@ func (t *watchTracker) figures(elapsed time.Duration) figures {
 		f["all_seen_p50_ms"], f["all_seen_p99_ms"] = q[0], q[1]
 	}
 	return f
+}
+
+// openSpread opens the watchers of a peer concurrently, one goroutine per
+// connection: connection ci opens watchers ci, ci+conns, ... with open. It
+// returns the first error; a connection stops at its own first error.
+func openSpread(conns, watchers int, open func(ci, i int) error) error {
+	var opened sync.WaitGroup
+	errs := make(chan error, conns)
+	for ci := range conns {
+		opened.Add(1)
+		go func() {
+			defer opened.Done()
+			for i := ci; i < watchers; i += conns {
+				if err := open(ci, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	opened.Wait()
+	close(errs)
+	return <-errs
 }
