@@ -117,19 +117,8 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 	}
 	msg := &wire.CacheWatch{TenantID: c.cfg.Tenant, Namespace: namespace, Cache: cache, Key: filter.Key,
 		Prefix: filter.Prefix, FromOffset: o.from, Retained: o.retained, RequestID: c.newRequestID()}
-	if err := msg.Validate(); err != nil {
-		return nil, notSent(fmt.Errorf("felix: %w", err))
-	}
-	if err := c.checkUsable(); err != nil {
-		return nil, err
-	}
-	cs, err := c.openStream(ctx)
+	cs, ok, err := request[*wire.CacheWatchOK](ctx, c, msg)
 	if err != nil {
-		return nil, err
-	}
-	ok, err := c.watchRoundTrip(ctx, cs, msg)
-	if err != nil {
-		cs.abort()
 		return nil, err
 	}
 	w := c.newCacheWatch(ok, cs, o)
@@ -137,34 +126,6 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 		return nil, err
 	}
 	return w, nil
-}
-
-// watchRoundTrip sends cache_watch, closes the send half and reads the
-// answer.
-func (c *Client) watchRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.CacheWatch) (*wire.CacheWatchOK, error) {
-	stop := context.AfterFunc(ctx, cs.abort)
-	defer stop()
-	frame, err := wire.AppendMessageFrame(nil, msg)
-	if err != nil {
-		return nil, notSent(err)
-	}
-	if _, err := cs.s.Write(frame); err != nil {
-		return nil, c.subscribeFailure(ctx, err)
-	}
-	_ = cs.s.Close()
-	ans, err := readMessage(cs.fr)
-	if err != nil {
-		return nil, c.subscribeFailure(ctx, err)
-	}
-	switch m := ans.(type) {
-	case *wire.CacheWatchOK:
-		return m, nil
-	case *wire.ErrorMsg:
-		return nil, fromWire(m.Err())
-	case *wire.Unsupported:
-		return nil, unsupported(m.RequestType)
-	}
-	return nil, fmt.Errorf("felix: cache_watch answered with %q", ans.MessageType())
 }
 
 // CacheWatch is one live watch. Next is safe to call from one goroutine at

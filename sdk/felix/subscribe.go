@@ -67,19 +67,8 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 		start, shard := o.Start, o.Shard
 		msg.Start, msg.Shard = &start, &shard
 	}
-	if err := msg.Validate(); err != nil {
-		return nil, notSent(fmt.Errorf("felix: %w", err))
-	}
-	if err := c.checkUsable(); err != nil {
-		return nil, err
-	}
-	cs, err := c.openStream(ctx)
+	cs, ok, err := request[*wire.Subscribed](ctx, c, msg)
 	if err != nil {
-		return nil, err
-	}
-	ok, err := c.subscribeRoundTrip(ctx, cs, msg)
-	if err != nil {
-		cs.abort()
 		return nil, err
 	}
 	sub := newSubscription(c, ok.SubscriptionID, namespace, stream, cs)
@@ -90,9 +79,40 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 	return sub, nil
 }
 
-// subscribeRoundTrip sends subscribe, closes the send half and reads the
-// answer. A start the broker cannot serve is a *SubscribeCursorError.
-func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wire.Subscribe) (*wire.Subscribed, error) {
+// request opens a control stream for msg, sends it, closes the send half
+// and reads the answer, which must be an A: a subscribe's or a cache
+// watch's, whose control stream then stays open as long as its event
+// stream. A start the broker cannot serve is a *SubscribeCursorError, a
+// refusal a *BrokerError.
+func request[A wire.Message](ctx context.Context, c *Client, msg interface {
+	wire.Message
+	wire.Validator
+}) (*ctrlStream, A, error) {
+	var zero A
+	if err := msg.Validate(); err != nil {
+		return nil, zero, notSent(fmt.Errorf("felix: %w", err))
+	}
+	if err := c.checkUsable(); err != nil {
+		return nil, zero, err
+	}
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, zero, err
+	}
+	ans, err := c.roundTrip(ctx, cs, msg)
+	if err == nil {
+		if a, ok := ans.(A); ok {
+			return cs, a, nil
+		}
+		err = fmt.Errorf("felix: %s answered with %q", msg.MessageType(), ans.MessageType())
+	}
+	cs.abort()
+	return nil, zero, err
+}
+
+// roundTrip sends msg on cs, closes its send half and reads the answer; a
+// refusal is returned as an error.
+func (c *Client) roundTrip(ctx context.Context, cs *ctrlStream, msg wire.Message) (wire.Message, error) {
 	stop := context.AfterFunc(ctx, cs.abort)
 	defer stop()
 	frame, err := wire.AppendMessageFrame(nil, msg)
@@ -108,8 +128,6 @@ func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wi
 		return nil, c.subscribeFailure(ctx, err)
 	}
 	switch m := ans.(type) {
-	case *wire.Subscribed:
-		return m, nil
 	case *wire.SubscribeCursorError:
 		return nil, cursorError(m)
 	case *wire.ErrorMsg:
@@ -117,7 +135,7 @@ func (c *Client) subscribeRoundTrip(ctx context.Context, cs *ctrlStream, msg *wi
 	case *wire.Unsupported:
 		return nil, unsupported(m.RequestType)
 	}
-	return nil, fmt.Errorf("felix: subscribe answered with %q", ans.MessageType())
+	return ans, nil
 }
 
 func (c *Client) subscribeFailure(ctx context.Context, err error) error {
