@@ -39,6 +39,23 @@ func TestReadmeTour(t *testing.T) {
 	if got := strings.TrimSpace(n.mustFelix(ctx, "cache", "get", "sessions", "user-1")); got != "hello" {
 		t.Fatalf("cache get printed %q, want hello", got)
 	}
+
+	// The watch: user-1's current value, the end of the current values,
+	// then the put of user-2 (--count stops it after that one change).
+	wait = n.startFelix(ctx, "cache", "watch", "sessions", "user-", "--prefix", "--retained", "--count", "1")
+	eventually(t, 10*time.Second, "the watch to register", func() bool {
+		return n.metric("felix_cache_watches") >= 1
+	})
+	n.mustFelix(ctx, "cache", "put", "sessions", "user-2", "hi")
+	out, err = wait()
+	if err != nil {
+		t.Fatalf("felix cache watch: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], " retained user-1 hello") ||
+		!strings.HasSuffix(lines[1], " state-complete 1") || !strings.HasSuffix(lines[2], " put user-2 hi") {
+		t.Fatalf("cache watch printed %q, want user-1's value, state-complete 1, then the put of user-2", out)
+	}
 }
 
 // TestFlagsAfterPositionals checks that flags may follow positional

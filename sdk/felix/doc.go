@@ -88,6 +88,28 @@
 // CacheGet and CacheDelete return found=false for an absent key and a
 // non-nil empty slice for a stored empty value.
 //
+// # Cache watches
+//
+// WatchCache follows one key (WatchKey) or every key with a prefix
+// (WatchPrefix): each put, delete and expiry in the cache's write order,
+// with its offset. WatchRetained starts with each matching key's current
+// value and then an item with StateComplete set. To pick up after a stop,
+// keep ResumeOffset and watch again with WatchFrom: every change since
+// arrives, none twice; if the broker no longer holds that history (or
+// restarted) the watch starts over from current values and Resnapshot
+// says so, and the caller replaces what it held instead of merging. A
+// watch that falls behind ends with a *CacheWatchLagged naming the offset
+// to watch again from: a drop is never silent.
+//
+//	w, err := client.WatchCache(ctx, "default", "sessions", felix.WatchPrefix("user-"), felix.WatchRetained())
+//	for {
+//		it, err := w.Next(ctx)
+//		if err != nil {
+//			break // *CacheWatchLagged: WatchFrom(lagged.ResumeFrom)
+//		}
+//		apply(it)
+//	}
+//
 // # Acting for many users
 //
 // Client.WithIdentity (a TokenProvider, asked once for every stream the
