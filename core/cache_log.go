@@ -68,18 +68,23 @@ type changeRing struct {
 	head     int
 	bytes    int64
 	maxBytes int64
+	env      *watchEnv // the broker-wide total of every ring's bytes
 }
 
+// push appends ch, then drops the oldest changes while the ring passes its
+// own bound or every ring together passes the broker's.
 func (r *changeRing) push(ch *CacheChange) {
 	r.items = append(r.items, ch)
 	r.bytes += ch.size()
 	added := ch.size()
-	for r.bytes > r.maxBytes && r.head < len(r.items) {
+	total := r.env.historyUsed.Add(ch.size())
+	for (r.bytes > r.maxBytes || total > r.env.historyTotal) && r.head < len(r.items) {
 		old := r.items[r.head]
 		r.items[r.head] = nil
 		r.head++
 		r.bytes -= old.size()
 		added -= old.size()
+		total = r.env.historyUsed.Add(-old.size())
 	}
 	if r.head > 64 && r.head > len(r.items)/2 {
 		n := copy(r.items, r.items[r.head:])
@@ -112,6 +117,7 @@ func (r *changeRing) since(from uint64, w *CacheWatch) []*CacheChange {
 }
 
 func (r *changeRing) release() {
+	r.env.historyUsed.Add(-r.bytes)
 	cacheWatchHistoryBytes.Add(-float64(r.bytes))
 	r.items, r.head, r.bytes = nil, 0, 0
 }
@@ -120,6 +126,8 @@ func (r *changeRing) release() {
 // configured bounds and the broker-wide total of queued bytes.
 type watchEnv struct {
 	historyBytes int64 // per cache; <= 0 keeps no history
+	historyTotal int64 // over every cache's history
+	historyUsed  atomic.Int64
 	maxBytes     int64 // per watch queue
 	maxTotal     int64 // over every watch queue
 	total        atomic.Int64

@@ -107,7 +107,7 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 		return nil, CacheWatchInfo{}, wire.NewError(wire.CodeNotFound, "cache %s was deleted", c.key.Cache).WithDetail("reason", "cache_deleted")
 	}
 	if l.history == nil && l.env.historyBytes > 0 {
-		l.history = &changeRing{maxBytes: l.env.historyBytes}
+		l.history = &changeRing{maxBytes: l.env.historyBytes, env: l.env}
 	}
 	info := CacheWatchInfo{Next: l.next}
 	retained := opts.Retained

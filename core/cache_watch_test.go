@@ -523,3 +523,39 @@ func TestCacheWatchCloseTwiceAndShared(t *testing.T) {
 		t.Fatalf("after Close: %d bytes queued, %d keys watched", c.log.env.total.Load(), len(c.log.keyed))
 	}
 }
+
+// The broker-wide history bound: once every cache's history together is
+// at it, a cache's new changes push out its own oldest, so a resume from
+// before them is a resnapshot, and the total never passes the bound.
+func TestCacheWatchHistoryTotal(t *testing.T) {
+	change := int64(len("k0") + len("v") + cacheChangeOverhead)
+	b, a := newWatchCache(t, Config{CacheWatchHistoryBytes: 100 * change, CacheWatchHistoryBytesTotal: 10 * change})
+	if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := b.Cache(CacheKey{"t", "ns", "other"})
+	mustWatch(t, a, CacheWatchOptions{Key: "k0"})
+	mustWatch(t, o, CacheWatchOptions{Key: "k0"})
+	start := a.log.next
+	for range 8 {
+		a.Put("k0", []byte("v"), 0, testNow)
+	}
+	for range 8 {
+		o.Put("k0", []byte("v"), 0, testNow)
+	}
+	env := a.log.env
+	if used := env.historyUsed.Load(); used > env.historyTotal {
+		t.Fatalf("history holds %d bytes, over the total %d", used, env.historyTotal)
+	}
+	if _, info := mustWatch(t, a, CacheWatchOptions{Key: "k0", From: &start}); info.Resnapshot {
+		t.Fatal("a cache's history was pushed out by another cache's changes")
+	}
+	ostart := o.log.next - 8
+	if _, info := mustWatch(t, o, CacheWatchOptions{Key: "k0", From: &ostart}); !info.Resnapshot {
+		t.Fatal("a resume from changes the total bound pushed out was not a resnapshot")
+	}
+	b.RemoveCache(CacheKey{"t", "ns", "other"})
+	if used := env.historyUsed.Load(); used != 8*change {
+		t.Fatalf("after removing a cache the history holds %d bytes, want %d", used, 8*change)
+	}
+}

@@ -18,6 +18,7 @@ const (
 	DefaultCacheWatchHistory    = 4 << 20
 	DefaultCacheWatchMaxBytes   = 1 << 20
 	DefaultCacheWatchMaxTotal   = 256 << 20
+	DefaultCacheWatchHistTotal  = 256 << 20
 
 	// MaxSubQueueCapacity caps the item capacity a subscriber may ask for.
 	MaxSubQueueCapacity = 1 << 20
@@ -56,6 +57,11 @@ type Config struct {
 	// keeps for resumes (FELIX_CACHE_WATCH_HISTORY_BYTES, default 4 MiB);
 	// negative keeps none. A cache keeps history only once watched.
 	CacheWatchHistoryBytes int64
+	// CacheWatchHistoryBytesTotal bounds the history of every watched
+	// cache together (FELIX_CACHE_WATCH_HISTORY_BYTES_TOTAL, default 256
+	// MiB): past it, a cache's next change pushes out its own oldest ones,
+	// so resumes from there become resnapshots.
+	CacheWatchHistoryBytesTotal int64
 	// CacheWatchMaxBytes bounds one watch's queue of changes, counting key,
 	// value and 64 bytes per change (FELIX_CACHE_WATCH_MAX_BYTES, default
 	// 1 MiB); past it the watch ends lagged.
@@ -103,6 +109,9 @@ func (c Config) withDefaults() Config {
 	if c.CacheWatchHistoryBytes == 0 {
 		c.CacheWatchHistoryBytes = DefaultCacheWatchHistory
 	}
+	if c.CacheWatchHistoryBytesTotal <= 0 {
+		c.CacheWatchHistoryBytesTotal = DefaultCacheWatchHistTotal
+	}
 	if c.CacheWatchMaxBytes <= 0 {
 		c.CacheWatchMaxBytes = DefaultCacheWatchMaxBytes
 	}
@@ -113,7 +122,8 @@ func (c Config) withDefaults() Config {
 }
 
 func newWatchEnv(c Config) *watchEnv {
-	return &watchEnv{historyBytes: c.CacheWatchHistoryBytes, maxBytes: c.CacheWatchMaxBytes, maxTotal: c.CacheWatchMaxBytesTotal}
+	return &watchEnv{historyBytes: c.CacheWatchHistoryBytes, historyTotal: c.CacheWatchHistoryBytesTotal,
+		maxBytes: c.CacheWatchMaxBytes, maxTotal: c.CacheWatchMaxBytesTotal}
 }
 
 func nextPowerOfTwo(n int) int {

@@ -272,6 +272,7 @@ func (r *envReader) coreConfig(c *core.Config) {
 	if c.CacheWatchHistoryBytes == 0 && strings.TrimSpace(r.get("FELIX_CACHE_WATCH_HISTORY_BYTES")) != "" {
 		c.CacheWatchHistoryBytes = -1 // 0 disables; core reads 0 as the default
 	}
+	r.int64(&c.CacheWatchHistoryBytesTotal, "FELIX_CACHE_WATCH_HISTORY_BYTES_TOTAL", 1, math.MaxInt64)
 	r.int64(&c.CacheWatchMaxBytes, "FELIX_CACHE_WATCH_MAX_BYTES", 1, math.MaxInt64)
 	r.int64(&c.CacheWatchMaxBytesTotal, "FELIX_CACHE_WATCH_MAX_BYTES_TOTAL", 1, math.MaxInt64)
 	if v := strings.TrimSpace(r.get("FELIX_SUB_QUEUE_POLICY")); v != "" {
