@@ -30,8 +30,13 @@ func cacheReady(t *testing.T, ctx context.Context, n *node, cache string) *felix
 	return c
 }
 
+// itemSource is a *felix.CacheWatch or a *felix.ClusterCacheWatch.
+type itemSource interface {
+	Next(ctx context.Context) (felix.CacheWatchItem, error)
+}
+
 // nextItem returns the watch's next item within 10 s.
-func nextItem(t *testing.T, ctx context.Context, w *felix.CacheWatch) felix.CacheWatchItem {
+func nextItem(t *testing.T, ctx context.Context, w itemSource) felix.CacheWatchItem {
 	t.Helper()
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -53,7 +58,7 @@ func itemChange(it felix.CacheWatchItem) change {
 
 // expectChanges reads len(want) items and checks them and that offsets
 // increase.
-func expectChanges(t *testing.T, ctx context.Context, w *felix.CacheWatch, want ...change) uint64 {
+func expectChanges(t *testing.T, ctx context.Context, w itemSource, want ...change) uint64 {
 	t.Helper()
 	var last uint64
 	for i, wc := range want {
@@ -67,6 +72,23 @@ func expectChanges(t *testing.T, ctx context.Context, w *felix.CacheWatch, want 
 		last = it.Offset
 	}
 	return last
+}
+
+// currentValues reads a retained start or a resnapshot: the Retained
+// items, then the StateComplete item, which it returns with them.
+func currentValues(t *testing.T, ctx context.Context, w itemSource) ([]change, felix.CacheWatchItem) {
+	t.Helper()
+	var current []change
+	for {
+		it := nextItem(t, ctx, w)
+		if it.StateComplete {
+			return current, it
+		}
+		if !it.Retained {
+			t.Fatalf("a change %+v before the current values ended", it)
+		}
+		current = append(current, itemChange(it))
+	}
 }
 
 func TestCacheWatchSeesEveryChangeInOrder(t *testing.T) {
@@ -232,19 +254,7 @@ func TestCacheWatchResumeAcrossBrokerKillIsAResnapshot(t *testing.T) {
 	if !again.Resnapshot() {
 		t.Fatalf("resuming from offset %d of the old process was not a resnapshot", from)
 	}
-	var state felix.CacheWatchItem
-	var current []change
-	for !state.StateComplete {
-		it := nextItem(t, ctx, again)
-		if it.StateComplete {
-			state = it
-			continue
-		}
-		if !it.Retained {
-			t.Fatalf("a change %+v before the current values ended", it)
-		}
-		current = append(current, itemChange(it))
-	}
+	current, state := currentValues(t, ctx, again)
 	if len(current) != 1 || current[0] != (change{"put", "k", "after"}) {
 		t.Fatalf("current values after the restart: %v", current)
 	}
@@ -255,6 +265,65 @@ func TestCacheWatchResumeAcrossBrokerKillIsAResnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectChanges(t, ctx, again, change{"put", "k", "later"})
+}
+
+// A ClusterClient watch carries on by itself over a broker SIGKILLed and
+// restarted on the same address: the new process no longer holds the old
+// history, so the watch goes on with a resnapshot (the current value, then
+// StateComplete) and then the later changes.
+func TestClusterCacheWatchCarriesOnAcrossBrokerKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	dir, addr := t.TempDir(), freeUDPAddr(t)
+	n := startServeOn(t, dir, addr)
+	n.mustFelix(ctx, "admin", "cache", "create", "carried")
+	c := cacheReady(t, ctx, n, "carried")
+	cc, err := felix.ConnectCluster(ctx, []string{addr}, n.sdkConfig(n.adminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	w, err := cc.WatchCache(ctx, "default", "carried", felix.WatchKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := c.CachePut(ctx, "default", "carried", "k", []byte("before"), 0); err != nil {
+		t.Fatal(err)
+	}
+	old := expectChanges(t, ctx, w, change{"put", "k", "before"})
+
+	if err := n.stop(syscall.SIGKILL, 10*time.Second); err != nil && !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("kill: %v", err)
+	}
+	m := startServeOn(t, dir, addr)
+	c2 := cacheReady(t, ctx, m, "carried")
+	if err := c2.CachePut(ctx, "default", "carried", "k", []byte("after"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The watch notices the kill on this Next and resumes by itself.
+	current, state := currentValues(t, ctx, w)
+	if len(current) != 1 || current[0] != (change{"put", "k", "after"}) || state.Count != 1 {
+		t.Fatalf("current values after the restart: %v (state %+v)", current, state)
+	}
+	if state.Offset <= old || w.ResumeOffset() != state.Offset {
+		t.Fatalf("state offset %d after the old change %d, resume offset %d", state.Offset, old, w.ResumeOffset())
+	}
+	for _, v := range []string{"later", "latest"} {
+		if err := c2.CachePut(ctx, "default", "carried", "k", []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := expectChanges(t, ctx, w, change{"put", "k", "later"}, change{"put", "k", "latest"})
+	if w.Resumes() != 1 || w.ResumeOffset() != last+1 {
+		t.Fatalf("resumes %d, resume offset %d after change %d", w.Resumes(), w.ResumeOffset(), last)
+	}
+	// Nothing else: no repeat.
+	ictx, icancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer icancel()
+	if it, err := w.Next(ictx); err == nil {
+		t.Fatalf("unexpected item %+v", it)
+	}
 }
 
 func TestCacheWatchCommand(t *testing.T) {

@@ -99,7 +99,11 @@
 // restarted) the watch starts over from current values and Resnapshot
 // says so, and the caller replaces what it held instead of merging. A
 // watch that falls behind ends with a *CacheWatchLagged naming the offset
-// to watch again from: a drop is never silent.
+// to watch again from: a drop is never silent. ClusterClient.WatchCache
+// does all this by itself: its ClusterCacheWatch watches again after a lag
+// or a lost connection, never delivers a change twice, and passes a
+// resnapshot through as Retained items then a StateComplete item, which
+// replace what the caller held for the watched keys.
 //
 //	w, err := client.WatchCache(ctx, "default", "sessions", felix.WatchPrefix("user-"), felix.WatchRetained())
 //	for {

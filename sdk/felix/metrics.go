@@ -10,4 +10,6 @@ var (
 	reconnects     = metrics.GetOrCreateCounter("felix_client_reconnects_total") // ClusterClient connection replacements
 	// ClusterSubscription resubscribes after a lag or a lost connection.
 	subscriptionResumes = metrics.GetOrCreateCounter("felix_client_subscription_resumes_total")
+	// ClusterCacheWatch watches again after a lag or a lost connection.
+	cacheWatchResumes = metrics.GetOrCreateCounter("felix_client_cache_watch_resumes_total")
 )
