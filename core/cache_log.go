@@ -76,14 +76,12 @@ type changeRing struct {
 func (r *changeRing) push(ch *CacheChange) {
 	r.items = append(r.items, ch)
 	r.bytes += ch.size()
-	added := ch.size()
 	total := r.env.historyUsed.Add(ch.size())
 	for (r.bytes > r.maxBytes || total > r.env.historyTotal) && r.head < len(r.items) {
 		old := r.items[r.head]
 		r.items[r.head] = nil
 		r.head++
 		r.bytes -= old.size()
-		added -= old.size()
 		total = r.env.historyUsed.Add(-old.size())
 	}
 	if r.head > 64 && r.head > len(r.items)/2 {
@@ -91,7 +89,6 @@ func (r *changeRing) push(ch *CacheChange) {
 		clear(r.items[n:])
 		r.items, r.head = r.items[:n], 0
 	}
-	cacheWatchHistoryBytes.Add(float64(added))
 }
 
 // oldest returns the first offset held, or next when the ring is empty.
@@ -118,7 +115,6 @@ func (r *changeRing) since(from uint64, w *CacheWatch) []*CacheChange {
 
 func (r *changeRing) release() {
 	r.env.historyUsed.Add(-r.bytes)
-	cacheWatchHistoryBytes.Add(-float64(r.bytes))
 	r.items, r.head, r.bytes = nil, 0, 0
 }
 
@@ -143,8 +139,8 @@ type cacheLog struct {
 	next    uint64
 	history *changeRing // nil until the first Watch
 	keyed   map[string][]*CacheWatch
-	prefix  []*CacheWatch // copied on change, never modified in place
-	ended   error         // the cache was removed; later watches are refused
+	prefix  []*CacheWatch
+	ended   error // the cache was removed; later watches are refused
 }
 
 // record assigns the next offset to an applied write of op on key (the
@@ -183,14 +179,13 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 func (l *cacheLog) registerLocked(w *CacheWatch) {
 	w.registered = true
 	if w.prefix {
-		l.prefix = append(l.prefix[:len(l.prefix):len(l.prefix)], w)
+		l.prefix = append(l.prefix, w)
 		return
 	}
 	if l.keyed == nil {
 		l.keyed = map[string][]*CacheWatch{}
 	}
-	ws := l.keyed[w.key]
-	l.keyed[w.key] = append(ws[:len(ws):len(ws)], w)
+	l.keyed[w.key] = append(l.keyed[w.key], w)
 }
 
 func (l *cacheLog) unregisterLocked(w *CacheWatch) {
@@ -209,15 +204,17 @@ func (l *cacheLog) unregisterLocked(w *CacheWatch) {
 	}
 }
 
-// without returns a new slice of ws without w.
+// without removes w from ws in place (order is not kept) and returns the
+// shorter slice.
 func without(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
-	out := make([]*CacheWatch, 0, len(ws))
-	for _, x := range ws {
-		if x != w {
-			out = append(out, x)
+	for i, x := range ws {
+		if x == w {
+			last := len(ws) - 1
+			ws[i], ws[last] = ws[last], nil
+			return ws[:last]
 		}
 	}
-	return out
+	return ws
 }
 
 // close ends every watch of a removed cache with err and refuses later

@@ -214,7 +214,6 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 		return false
 	}
 	w.queued += size
-	cacheWatchQueuedBytes.Add(float64(size))
 	w.queue = append(w.queue, ch)
 	w.signal()
 	return true
@@ -276,7 +275,6 @@ func (w *CacheWatch) popLocked() *CacheChange {
 func (w *CacheWatch) releaseLocked(size int64) {
 	w.queued -= size
 	w.c.log.env.total.Add(-size)
-	cacheWatchQueuedBytes.Add(-float64(size))
 }
 
 // Close ends the watch and drops what it holds. A second Close does

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -557,5 +561,48 @@ func TestCacheWatchHistoryTotal(t *testing.T) {
 	b.RemoveCache(CacheKey{"t", "ns", "other"})
 	if used := env.historyUsed.Load(); used != 8*change {
 		t.Fatalf("after removing a cache the history holds %d bytes, want %d", used, 8*change)
+	}
+}
+
+// gaugeValue reads a gauge from the process's metrics as scraped.
+func gaugeValue(t *testing.T, name string) float64 {
+	t.Helper()
+	var b bytes.Buffer
+	metrics.WritePrometheus(&b, false)
+	for line := range strings.Lines(b.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in the metrics", name)
+	return 0
+}
+
+// The byte gauges are what the open brokers' watches queue and keep as
+// history, read when scraped; a closed broker counts for nothing.
+func TestCacheWatchByteGauges(t *testing.T) {
+	queued0, hist0 := gaugeValue(t, "felix_cache_watch_queued_bytes"), gaugeValue(t, "felix_cache_watch_history_bytes")
+	b := NewBroker(Config{})
+	if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.Cache(CacheKey{"t", "ns", "c"})
+	w, _, err := c.Watch(CacheWatchOptions{Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c.Put("k", []byte("v"), 0, testNow)
+	size := float64(len("k") + len("v") + cacheChangeOverhead)
+	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes")-queued0, gaugeValue(t, "felix_cache_watch_history_bytes")-hist0; q != size || h != size {
+		t.Fatalf("queued +%v, history +%v; want +%v each", q, h, size)
+	}
+	b.Close()
+	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes"), gaugeValue(t, "felix_cache_watch_history_bytes"); q != queued0 || h != hist0 {
+		t.Fatalf("after Close: queued %v, history %v; want %v, %v", q, h, queued0, hist0)
 	}
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -23,12 +24,48 @@ var (
 	// Cache watches: open watches, values and changes handed to their
 	// owners, watches ended lagged, bytes of change history held and of
 	// changes queued for watches.
-	cacheWatchesGauge      = metrics.GetOrCreateGauge("felix_cache_watches", nil)
-	cacheWatchDelivered    = metrics.GetOrCreateCounter("felix_cache_watch_changes_delivered_total")
-	cacheWatchLagged       = metrics.GetOrCreateCounter("felix_cache_watch_lagged_total")
-	cacheWatchHistoryBytes = metrics.GetOrCreateGauge("felix_cache_watch_history_bytes", nil)
-	cacheWatchQueuedBytes  = metrics.GetOrCreateGauge("felix_cache_watch_queued_bytes", nil)
+	cacheWatchesGauge   = metrics.GetOrCreateGauge("felix_cache_watches", nil)
+	cacheWatchDelivered = metrics.GetOrCreateCounter("felix_cache_watch_changes_delivered_total")
+	cacheWatchLagged    = metrics.GetOrCreateCounter("felix_cache_watch_lagged_total")
+	_                   = metrics.GetOrCreateGauge("felix_cache_watch_history_bytes", func() float64 {
+		return liveWatchEnvs.sum(func(e *watchEnv) int64 { return e.historyUsed.Load() })
+	})
+	_ = metrics.GetOrCreateGauge("felix_cache_watch_queued_bytes", func() float64 {
+		return liveWatchEnvs.sum(func(e *watchEnv) int64 { return e.total.Load() })
+	})
 )
+
+// liveWatchEnvs are the watch environments of the open brokers: the two
+// byte gauges above are their counters summed when scraped, so the hot
+// path keeps one atomic per change (the bound's) instead of two.
+var liveWatchEnvs = watchEnvSet{m: map[*watchEnv]struct{}{}}
+
+type watchEnvSet struct {
+	mu sync.Mutex
+	m  map[*watchEnv]struct{}
+}
+
+func (s *watchEnvSet) add(e *watchEnv) {
+	s.mu.Lock()
+	s.m[e] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *watchEnvSet) remove(e *watchEnv) {
+	s.mu.Lock()
+	delete(s.m, e)
+	s.mu.Unlock()
+}
+
+func (s *watchEnvSet) sum(f func(*watchEnv) int64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for e := range s.m {
+		n += f(e)
+	}
+	return float64(n)
+}
 
 var framesEncoded atomic.Uint64
 
