@@ -74,11 +74,23 @@ type Frame struct {
 // into a buffer that grows as its bytes arrive, so a peer that declares a
 // large frame and sends little costs little memory, and is not kept after
 // the next call.
+//
+// A read error inside a frame keeps what was read of it: the next call
+// carries on from there. That is what lets a caller interrupt a read with
+// a deadline (a context that ended) and read the frame whole later; after
+// any other error the stream is dead and the next call fails too.
 type FrameReader struct {
 	r   io.Reader
 	max uint32
 	hdr [HeaderLen]byte
 	buf []byte
+
+	// The frame being read: hdrN header bytes so far, and once the header
+	// is whole, its payload buffer p holding pN bytes of h.Length.
+	hdrN int
+	h    FrameHeader
+	p    []byte
+	pN   int
 }
 
 // NewFrameReader returns a reader that refuses frames longer than
@@ -98,60 +110,79 @@ func (fr *FrameReader) Next() (Frame, error) {
 	return fr.next(false)
 }
 
+// NextOwned is Next with a payload the caller owns. A frame interrupted by
+// an error must be resumed with the same method.
+func (fr *FrameReader) NextOwned() (Frame, error) {
+	return fr.next(true)
+}
+
 func (fr *FrameReader) next(owned bool) (Frame, error) {
-	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-		return Frame{}, err
+	if fr.hdrN < HeaderLen {
+		started := fr.hdrN > 0
+		n, err := io.ReadFull(fr.r, fr.hdr[fr.hdrN:])
+		fr.hdrN += n
+		if err != nil {
+			if err == io.EOF && started {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+		h, err := ParseFrameHeader(fr.hdr[:])
+		if err != nil {
+			return Frame{}, err
+		}
+		if h.Length > fr.max {
+			return Frame{}, newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
+		}
+		fr.h, fr.p, fr.pN = h, fr.payloadBuf(int(h.Length), owned), 0
 	}
-	h, err := ParseFrameHeader(fr.hdr[:])
-	if err != nil {
-		return Frame{}, err
-	}
-	if h.Length > fr.max {
-		return Frame{}, newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
-	}
-	p, err := fr.readPayload(int(h.Length), owned)
-	if err != nil {
+	if err := fr.readPayload(); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{}, err
 	}
-	return Frame{Flags: h.Flags, Payload: p}, nil
+	f := Frame{Flags: fr.h.Flags, Payload: fr.p}
+	fr.hdrN, fr.p = 0, nil
+	return f, nil
 }
 
 // retainedBufBytes is the largest payload buffer a FrameReader keeps
 // between calls, and the first chunk of a longer payload.
 const retainedBufBytes = 1 << 20
 
-func (fr *FrameReader) readPayload(n int, owned bool) ([]byte, error) {
-	if n <= retainedBufBytes && owned {
-		// Read straight into a buffer the caller keeps: no second copy.
-		p := make([]byte, n)
-		_, err := io.ReadFull(fr.r, p)
-		return p, err
+// payloadBuf is where a payload of n bytes starts being read: straight
+// into a buffer the caller keeps when owned (no second copy), else the
+// reused buffer; a payload longer than retainedBufBytes starts with a
+// chunk of that size and grows as its bytes arrive.
+func (fr *FrameReader) payloadBuf(n int, owned bool) []byte {
+	switch {
+	case n > retainedBufBytes:
+		return make([]byte, retainedBufBytes)
+	case owned:
+		return make([]byte, n)
 	}
-	if n <= retainedBufBytes {
-		if cap(fr.buf) < n {
-			fr.buf = make([]byte, n)
-		}
-		p := fr.buf[:n]
-		_, err := io.ReadFull(fr.r, p)
-		return p, err
+	if cap(fr.buf) < n {
+		fr.buf = make([]byte, n)
 	}
-	p := make([]byte, retainedBufBytes)
-	read := 0
+	return fr.buf[:n]
+}
+
+// readPayload reads the rest of the current frame's payload into fr.p.
+func (fr *FrameReader) readPayload() error {
+	n := int(fr.h.Length)
 	for {
-		m, err := io.ReadFull(fr.r, p[read:])
-		read += m
+		m, err := io.ReadFull(fr.r, fr.p[fr.pN:])
+		fr.pN += m
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if read == n {
-			return p, nil
+		if fr.pN == n {
+			return nil
 		}
-		grown := make([]byte, min(n, 2*len(p)))
-		copy(grown, p)
-		p = grown
+		grown := make([]byte, min(n, 2*len(fr.p)))
+		copy(grown, fr.p)
+		fr.p = grown
 	}
 }
 
@@ -169,8 +200,3 @@ func newFrameError(sentinel error, format string, args ...any) error {
 
 func (e *frameError) Error() string   { return e.werr.Message }
 func (e *frameError) Unwrap() []error { return []error{e.sentinel, e.werr} }
-
-// NextOwned is Next with a payload the caller owns.
-func (fr *FrameReader) NextOwned() (Frame, error) {
-	return fr.next(true)
-}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"runtime"
 	"testing"
 	"testing/iotest"
@@ -205,5 +206,83 @@ func TestFrameReaderLargePayload(t *testing.T) {
 	cut = AppendFrame(nil, 0, payload)[:HeaderLen+retainedBufBytes]
 	if _, err := NewFrameReader(bytes.NewReader(cut), 0).Next(); err != io.ErrUnexpectedEOF {
 		t.Fatalf("large frame cut at the chunk boundary: %v", err)
+	}
+}
+
+// stutterReader returns at most step bytes per call and fails every other
+// call with a timeout, as a stream whose read deadline keeps being hit
+// would.
+type stutterReader struct {
+	r    io.Reader
+	step int
+	n    int
+}
+
+func (s *stutterReader) Read(p []byte) (int, error) {
+	s.n++
+	if s.n%2 == 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return s.r.Read(p[:min(len(p), s.step)])
+}
+
+// A timeout anywhere inside a frame loses nothing: the next call resumes
+// the frame where the read stopped, small and large payloads alike.
+func TestFrameReaderResumesAfterTimeout(t *testing.T) {
+	large := bytes.Repeat([]byte("abcdefgh"), (retainedBufBytes+3)/8+1)
+	payloads := [][]byte{[]byte("first"), {}, []byte("third, longer than the first"), large, []byte("x")}
+	var stream []byte
+	for i, p := range payloads {
+		stream = AppendFrame(stream, uint16(i), p)
+	}
+	for _, owned := range []bool{false, true} {
+		for _, step := range []int{1, 5, 13, 4096, 1 << 20} {
+			fr := NewFrameReader(&stutterReader{r: bytes.NewReader(stream), step: step}, 0)
+			for i, p := range payloads {
+				var f Frame
+				var err error
+				for timeouts := 0; ; timeouts++ {
+					if owned {
+						f, err = fr.NextOwned()
+					} else {
+						f, err = fr.Next()
+					}
+					if !errors.Is(err, os.ErrDeadlineExceeded) {
+						break
+					}
+					if timeouts > 4*len(stream) {
+						t.Fatal("no progress")
+					}
+				}
+				if err != nil || f.Flags != uint16(i) || !bytes.Equal(f.Payload, p) {
+					t.Fatalf("owned=%v step %d frame %d: flags %d, %d bytes, %v", owned, step, i, f.Flags, len(f.Payload), err)
+				}
+			}
+			for {
+				_, err := fr.Next()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					continue
+				}
+				if err != io.EOF {
+					t.Fatalf("owned=%v step %d: end %v, want io.EOF", owned, step, err)
+				}
+				break
+			}
+		}
+	}
+	// A stream that ends after a timeout inside a header is cut short.
+	fr := NewFrameReader(&stutterReader{r: bytes.NewReader(stream[:3]), step: 3}, 0)
+	if _, err := fr.Next(); err != io.ErrUnexpectedEOF && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal(err)
+	}
+	for {
+		_, err := fr.Next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		if err != io.ErrUnexpectedEOF {
+			t.Fatalf("cut inside a header: %v, want io.ErrUnexpectedEOF", err)
+		}
+		break
 	}
 }
