@@ -27,10 +27,8 @@ func WatchPrefix(prefix string) CacheWatchFilter { return CacheWatchFilter{Key: 
 type WatchOption func(*watchOptions)
 
 type watchOptions struct {
-	from       *uint64
-	retained   bool
-	queue      int   // items buffered on the client; default Config.EventQueue
-	queueBytes int64 // key and value bytes buffered; default Config.EventQueueBytes
+	from     *uint64
+	retained bool
 }
 
 // WatchFrom resumes a watch: the first change delivered is the first at or
@@ -46,15 +44,6 @@ func WatchFrom(offset uint64) WatchOption {
 // that advertised FEATURE_CACHE_WATCH_RETAINED, and excludes WatchFrom.
 func WatchRetained() WatchOption {
 	return func(o *watchOptions) { o.retained = true }
-}
-
-// WatchQueue bounds what the watch buffers on the client between the
-// broker and Next: at most events items and about bytes bytes of keys and
-// values (0 keeps Config.EventQueue and Config.EventQueueBytes). A full
-// queue stops reading, so QUIC flow control pushes back on the broker,
-// which ends a watch that stays behind with CacheWatchLagged.
-func WatchQueue(events int, bytes int64) WatchOption {
-	return func(o *watchOptions) { o.queue, o.queueBytes = events, bytes }
 }
 
 // CacheWatchItem is one change a watch delivered, or the marker that ends
@@ -112,9 +101,6 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 	if o.retained && c.serverFeatures&wire.FeatureCacheWatchRetained == 0 {
 		return nil, notSent(unsupported("FEATURE_CACHE_WATCH_RETAINED, so it does not serve retained watches"))
 	}
-	if o.queue < 0 || o.queueBytes < 0 {
-		return nil, invalidArg("negative watch queue bound (%d items, %d bytes)", o.queue, o.queueBytes)
-	}
 	msg := &wire.CacheWatch{TenantID: c.cfg.Tenant, Namespace: namespace, Cache: cache, Key: filter.Key,
 		Prefix: filter.Prefix, FromOffset: o.from, Retained: o.retained, RequestID: c.newRequestID()}
 	cs, ok, err := request[*wire.CacheWatchOK](ctx, c, msg)
@@ -131,7 +117,7 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 // CacheWatch is one live watch. Next is safe to call from one goroutine at
 // a time; ResumeOffset, Resnapshot and Close from any.
 type CacheWatch struct {
-	life       streamLife[CacheWatchItem] // queue bounded by watchOptions.queue and queueBytes
+	life       streamLife[CacheWatchItem]
 	resnapshot bool
 
 	// resume is what ResumeOffset returns. Invariant: it only moves
@@ -140,16 +126,9 @@ type CacheWatch struct {
 }
 
 func (c *Client) newCacheWatch(ok *wire.CacheWatchOK, cs *ctrlStream, o watchOptions) *CacheWatch {
-	if o.queue == 0 {
-		o.queue = c.cfg.EventQueue
-	}
-	if o.queueBytes == 0 {
-		o.queueBytes = c.cfg.EventQueueBytes
-	}
 	w := &CacheWatch{resnapshot: ok.Resnapshot}
-	w.life.init(c, ok.WatchID, cs, o.queue, o.queueBytes)
-	w.life.read, w.life.eofReason = w.read, "the broker ended the cache watch stream without a reason"
-	w.life.size = func(it *CacheWatchItem) int { return len(it.Key) + len(it.Value) }
+	w.life.init(c, ok.WatchID, cs)
+	w.life.readFrame, w.life.eofReason = w.readFrame, "the broker ended the cache watch stream without a reason"
 	w.resume.Store(ok.Offset)
 	if o.from != nil {
 		w.resume.Store(*o.from)
@@ -173,7 +152,7 @@ func (w *CacheWatch) Resnapshot() bool { return w.resnapshot }
 func (w *CacheWatch) ResumeOffset() uint64 { return w.resume.Load() }
 
 // Next returns the next item. It is cancel-safe. When the watch ends it
-// returns the items already received, then why: *CacheWatchLagged when
+// returns the items already read, then why: *CacheWatchLagged when
 // the broker's queue overflowed, the *BrokerError of an error frame
 // (revoked, cache deleted), ErrSubscriptionLost when the connection or
 // the stream died, ErrClosed after Close.
@@ -196,5 +175,5 @@ func (w *CacheWatch) advance(it *CacheWatchItem) {
 }
 
 // Close ends the watch: its event stream is stopped, so the broker drops
-// it. Next returns ErrClosed afterwards. Close waits for the reader.
+// it. Next returns ErrClosed afterwards.
 func (w *CacheWatch) Close() error { return w.life.close() }

@@ -7,28 +7,25 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// read is the watch's reader: it decodes frames into the queue until the
-// stream ends. A full queue blocks it, so QUIC flow control pushes back.
-func (w *CacheWatch) read(es eventStream) {
-	for {
-		msg, err := readMessage(es.fr)
-		if err != nil {
-			w.life.end(w.life.lostReason(err))
-			return
-		}
-		it, ok, err := watchItem(w.life.id, msg)
-		if err != nil {
-			// The broker's last frame is a clean end; anything else is a
-			// broken stream.
-			_, lagged := msg.(*wire.CacheWatchLagged)
-			_, errMsg := msg.(*wire.ErrorMsg)
-			w.life.endBadFrame(es, err, lagged || errMsg)
-			return
-		}
-		if ok && !w.life.deliver(it) {
-			return
-		}
+// readFrame reads one frame of the watch's stream and appends its item,
+// if it carries one, to dst.
+func (w *CacheWatch) readFrame(fr *wire.FrameReader, dst []CacheWatchItem) ([]CacheWatchItem, error) {
+	msg, err := readMessage(fr)
+	if err != nil {
+		return dst, err
 	}
+	it, ok, err := watchItem(w.life.id, msg)
+	if err != nil {
+		// The broker's last frame is a clean end; anything else is a
+		// broken stream.
+		_, lagged := msg.(*wire.CacheWatchLagged)
+		_, errMsg := msg.(*wire.ErrorMsg)
+		return dst, &streamEnd{err: err, clean: lagged || errMsg}
+	}
+	if ok {
+		dst = append(dst, it)
+	}
+	return dst, nil
 }
 
 // watchItem converts one event-stream message. ok is false for a message

@@ -19,14 +19,12 @@ const ALPN = "felix/1"
 
 // Defaults applied by Connect to zero-valued Config fields.
 const (
-	DefaultPublishStreams  = 4
-	DefaultCacheStreams    = 4
-	DefaultKeepAlive       = 2 * time.Second
-	DefaultMaxIdleTimeout  = 6 * time.Second
-	DefaultEventQueue      = 1024
-	DefaultEventQueueBytes = 64 << 20
-	DefaultDialTimeout     = 5 * time.Second
-	maxStreamsPerPool      = 256
+	DefaultPublishStreams = 4
+	DefaultCacheStreams   = 4
+	DefaultKeepAlive      = 2 * time.Second
+	DefaultMaxIdleTimeout = 6 * time.Second
+	DefaultDialTimeout    = 5 * time.Second
+	maxStreamsPerPool     = 256
 )
 
 // Config configures a Client. The zero value of each optional field means
@@ -59,13 +57,6 @@ type Config struct {
 	// MaxIdleTimeout closes a connection that has heard nothing for this
 	// long (FELIX_MAX_IDLE_TIMEOUT_MS, default 6s).
 	MaxIdleTimeout time.Duration
-	// EventQueue is the number of events each subscription buffers before
-	// its reader stops reading and QUIC flow control pushes back on the
-	// broker (default 1024).
-	EventQueue int
-	// EventQueueBytes bounds the payload bytes each subscription buffers
-	// (default 64 MiB); a larger single event is still admitted alone.
-	EventQueueBytes int64
 	// MaxFrameBytes is the largest frame the client sends or accepts
 	// (default 16 MiB).
 	MaxFrameBytes uint32
@@ -124,12 +115,6 @@ func (c Config) withDefaults() Config {
 	if c.MaxIdleTimeout == 0 {
 		c.MaxIdleTimeout = DefaultMaxIdleTimeout
 	}
-	if c.EventQueue == 0 {
-		c.EventQueue = DefaultEventQueue
-	}
-	if c.EventQueueBytes == 0 {
-		c.EventQueueBytes = DefaultEventQueueBytes
-	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = wire.DefaultMaxFrameBytes
 	}
@@ -165,12 +150,6 @@ func (c Config) validate() error {
 	}
 	if c.KeepAlive < 0 || c.MaxIdleTimeout < 0 || c.DialTimeout < 0 {
 		bad("KeepAlive, MaxIdleTimeout and DialTimeout must not be negative")
-	}
-	if c.EventQueue < 1 {
-		bad("EventQueue %d: want at least 1", c.EventQueue)
-	}
-	if c.EventQueueBytes < 1 {
-		bad("EventQueueBytes %d: want at least 1", c.EventQueueBytes)
 	}
 	if c.MaxFrameBytes < 1024 {
 		bad("MaxFrameBytes %d: want at least 1024", c.MaxFrameBytes)

@@ -40,15 +40,19 @@
 // # Subscribing
 //
 // Subscribe opens a stream for the request; the broker answers with the
-// subscription id and opens a unidirectional event stream for it. Each
-// subscription buffers up to Config.EventQueue events; when that is full
-// the client stops reading and QUIC flow control slows the broker, whose
-// stream policy then decides what to drop. Next is cancel-safe: a context
-// that ends loses nothing. When the connection dies or the broker ends the
-// event stream, Next returns the events already received and then
-// ErrSubscriptionLost; an error the broker sends on the event stream ends
-// the subscription with that *BrokerError. Subscription.Close makes Next
-// return ErrClosed at once; Client.Close lets queued events drain first.
+// subscription id and opens a unidirectional event stream for it. Next
+// reads that stream itself, one frame at a time, so no goroutine stands
+// between QUIC and the caller: what waits on the client is what QUIC's
+// stream window holds (up to 16 MiB) plus the rest of the last batch read.
+// A caller that stops calling Next stops reading, and QUIC flow control
+// slows the broker, whose stream policy then decides what to drop. Next is
+// cancel-safe: a context that ends interrupts the read, and the frame it
+// was in is read whole by the next call. When the connection dies or the
+// broker ends the event stream, Next returns the events already read and
+// then ErrSubscriptionLost; an error the broker sends on the event stream
+// ends the subscription with that *BrokerError. Subscription.Close makes
+// Next return ErrClosed at once; after Client.Close it returns the rest
+// of the batch already read, then ErrClosed.
 //
 // # Durable streams
 //

@@ -8,40 +8,24 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// read is the subscription's reader: it decodes event frames into the
-// queue until the stream ends. A full queue blocks it, so QUIC flow control
-// pushes back on the broker.
-func (s *Subscription) read(es eventStream) {
-	for {
-		f, err := es.fr.NextOwned() // events alias this frame's buffer
-		if err != nil {
-			s.life.end(s.life.lostReason(err))
-			return
-		}
-		batch, err := decodeEventFrame(f)
-		if err != nil {
-			var lagged *SubscriptionLagged // the broker's last frame: a clean end
-			s.life.endBadFrame(es, err, errors.As(err, &lagged))
-			return
-		}
-		if !s.deliver(batch) {
-			return
-		}
+// readFrame reads one event frame and appends its events to dst.
+func (s *Subscription) readFrame(fr *wire.FrameReader, dst []Event) ([]Event, error) {
+	f, err := fr.NextOwned() // events alias this frame's buffer
+	if err != nil {
+		return dst, err
 	}
-}
-
-// deliver queues a batch's events in order. It returns false when the
-// subscription or client ended while it waited for room.
-func (s *Subscription) deliver(b eventBatch) bool {
+	b, err := decodeEventFrame(f)
+	if err != nil {
+		var lagged *SubscriptionLagged // the broker's last frame: a clean end
+		return dst, &streamEnd{err: err, clean: errors.As(err, &lagged)}
+	}
 	for i, p := range b.payloads {
 		ev := b.event(i, p)
 		ev.Namespace, ev.Stream = s.namespace, s.stream
-		if !s.life.deliver(ev) {
-			return false
-		}
-		eventsReceived.Inc()
+		dst = append(dst, ev)
 	}
-	return true
+	eventsReceived.Add(len(b.payloads))
+	return dst, nil
 }
 
 // eventBatch is one decoded event frame.

@@ -151,7 +151,7 @@ func (c *Client) subscribeFailure(ctx context.Context, err error) error {
 // Subscription is one live subscription. Next is safe to call from one
 // goroutine at a time; Close may be called from any goroutine.
 type Subscription struct {
-	life      streamLife[Event] // queue bounded by Config.EventQueue and EventQueueBytes
+	life      streamLife[Event]
 	namespace string
 	stream    string
 
@@ -162,9 +162,8 @@ type Subscription struct {
 
 func newSubscription(c *Client, id uint64, ns, stream string, ctrl *ctrlStream) *Subscription {
 	s := &Subscription{namespace: ns, stream: stream}
-	s.life.init(c, id, ctrl, c.cfg.EventQueue, c.cfg.EventQueueBytes)
-	s.life.read, s.life.eofReason = s.read, "the broker ended the event stream"
-	s.life.size = func(ev *Event) int { return len(ev.Payload) }
+	s.life.init(c, id, ctrl)
+	s.life.readFrame, s.life.eofReason = s.readFrame, "the broker ended the event stream"
 	return s
 }
 
@@ -190,11 +189,11 @@ func maybe(p *uint64) (uint64, bool) {
 
 // Next returns the next event. It is cancel-safe: when ctx ends nothing is
 // lost and the next call gets the next event. After the connection dies or
-// the event stream ends unasked, it returns the events already received
+// the event stream ends unasked, it returns the events already read
 // and then ErrSubscriptionLost; an error the broker sent on the stream ends
 // it with that *BrokerError, and a durable subscription whose broker queue
 // dropped ends with *SubscriptionLagged. After Subscription.Close it returns ErrClosed
-// at once; after Client.Close, the events already received and then
+// at once; after Client.Close, the events already read and then
 // ErrClosed.
 func (s *Subscription) Next(ctx context.Context) (Event, error) { return s.life.next(ctx) }
 

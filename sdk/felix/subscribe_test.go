@@ -150,6 +150,44 @@ func TestNextIsCancelSafe(t *testing.T) {
 			t.Fatalf("got %q, want %q", ev.Payload, want)
 		}
 	}
+
+	// A ctx that never ends, after one that did, reads normally: the
+	// deadline the ended one set is cleared.
+	fs.send(t, 3, []byte("d"))
+	ev, err := sub.Next(context.Background())
+	if err != nil || string(ev.Payload) != "d" {
+		t.Fatalf("got %q, %v", ev.Payload, err)
+	}
+}
+
+// A ctx that ends while Next is inside a frame, half of it received, loses
+// nothing: the next call reads the frame whole.
+func TestNextCancelledInsideAFrame(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, fs := subscribeFake(t, c, fb)
+	frame := wire.AppendSharedEventBatchFrame(nil, wire.FlagBinaryEventBatchShared|wire.FlagEventBatchOffsets,
+		&wire.EventBatchHeader{BaseOffset: 7}, [][]byte{[]byte("first"), []byte("second")})
+	for cut := 1; cut < len(frame); cut += 5 {
+		if _, err := fs.es.Write(frame[:cut]); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := sub.Next(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cut at %d: Next on half a frame: %v", cut, err)
+		}
+		if _, err := fs.es.Write(frame[cut:]); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []string{"first", "second"} {
+			ev := next(t, sub)
+			if string(ev.Payload) != want || ev.Offset != 7+uint64(i) {
+				t.Fatalf("cut at %d: got %q at %d", cut, ev.Payload, ev.Offset)
+			}
+		}
+	}
 }
 
 func TestConnectionKilledEndsSubscription(t *testing.T) {
@@ -227,19 +265,26 @@ func TestSubscriptionClose(t *testing.T) {
 	}
 }
 
+// Client.Close wakes a Next blocked in its read, and what was read is
+// still returned.
 func TestBlockedReaderDoesNotBlockClose(t *testing.T) {
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
-	cfg := fb.config()
-	cfg.EventQueue = 1
-	c, err := Connect(context.Background(), cfg)
+	c, err := Connect(context.Background(), fb.config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("1"), []byte("2"), []byte("3"))
-	next(t, sub) // the reader is now blocked on a full queue, or soon will be
+	next(t, sub)
+	blocked := make(chan error, 1)
+	other, _ := subscribeFake(t, c, fb)
+	go func() { _, err := other.Next(context.Background()); blocked <- err }()
+	time.Sleep(20 * time.Millisecond) // let it block in its read
 	c.Close()
-	// What was queued is still returned, then ErrClosed.
+	if err := <-blocked; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a Next blocked in its read: %v, want ErrClosed", err)
+	}
+	// What was read is still returned, then ErrClosed.
 	for {
 		_, err := sub.Next(context.Background())
 		if err != nil {
