@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"io"
 	"testing"
 
 	"github.com/felixmq/felix/wire"
@@ -39,5 +41,18 @@ func BenchmarkPublishFanout(b *testing.B) {
 		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkControlStreamEnd is the writer's life on a control stream that
+// carried no acked publish, such as a subscribe's or a cache watch's.
+func BenchmarkControlStreamEnd(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		sw := newStreamWriter(io.Discard, 1024, func(error) {})
+		if err := sw.waitOwed(ctx); err != nil {
+			b.Fatal(err)
+		}
+		sw.stop()
 	}
 }
