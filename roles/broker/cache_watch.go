@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,18 +89,15 @@ func (c *connection) releaseWatchID(id uint64) {
 	c.mu.Unlock()
 }
 
-// pumpWriteWait bounds how long the connection's watch pump waits on one
-// watch's write before handing that watch to a goroutine of its own.
-const pumpWriteWait = 2 * time.Millisecond
-
 // watchPump writes the cache watches of one connection, one goroutine at
 // a time, started only while some watch has work. A change fanned out to
 // many watches of the connection is then written to all their streams in
 // one pass, and QUIC packs the frames of many streams into each packet: a
 // goroutine per watch would hand the connection's send loop one frame at
-// a time, one packet each. A watch whose write stalls (the client's flow
-// control) is handed to a goroutine of its own until it has caught up, so
-// it never holds up the others for more than pumpWriteWait.
+// a time, one packet each. The pump never waits on a write: one that the
+// client's flow control would hold up is handed, unwritten, to a goroutine
+// of the watch's own until it has caught up, so it never holds up the
+// others.
 type watchPump struct {
 	mu      sync.Mutex
 	queue   []*watchWriter
@@ -161,6 +157,7 @@ type watchWriter struct {
 	changes int    // changes in buf
 	ended   error  // the watch's end, taken from the core watch
 	broken  bool   // a write failed midway
+	pumped  bool   // on the pump: writes that would block are not made
 
 	kicked     atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
 	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
@@ -227,19 +224,20 @@ func (w *watchWriter) idle() {
 	}
 }
 
-// pumpStep writes what the watch has ready without waiting on it for more
-// than pumpWriteWait; a stalled write, an end or a stop continues on a
-// goroutine of the watch's own.
+// pumpStep writes what the watch has ready without waiting on it; a write
+// that would wait, an end or a stop continues on a goroutine of the
+// watch's own.
 func (w *watchWriter) pumpStep() {
 	if !w.stopping() && w.ended == nil && !w.broken {
 		w.look()
-		w.es.SetWriteDeadline(time.Now().Add(pumpWriteWait))
+		w.pumped = true
 		err := w.writeReady()
+		w.pumped = false
 		if err == nil && w.ended == nil {
 			w.idle()
 			return
 		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err != nil && !errors.Is(err, quic.ErrWouldBlock) {
 			w.broken = true
 		}
 	}
@@ -249,10 +247,6 @@ func (w *watchWriter) pumpStep() {
 // alone writes on its own goroutine, waiting as long as the client's flow
 // control needs, until the watch has nothing more to write or is over.
 func (w *watchWriter) alone() {
-	w.es.SetWriteDeadline(time.Time{})
-	if w.kicked.Load() != nil { // keep the kick's bound on a stalled write
-		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-	}
 	drainWhile(&w.running, w.step, w.pending, w.finish)
 }
 
@@ -359,8 +353,18 @@ func (w *watchWriter) writeReady() error {
 	return nil
 }
 
+// write writes buf. On the pump it writes all of it or, when that would
+// wait for the client's flow control, nothing (quic.ErrWouldBlock).
 func (w *watchWriter) write() error {
-	n, err := w.es.Write(w.buf)
+	var n int
+	var err error
+	if w.pumped {
+		if err = w.es.TryWriteAll(w.buf); err == nil {
+			n = len(w.buf)
+		}
+	} else {
+		n, err = w.es.Write(w.buf)
+	}
 	if err != nil {
 		w.buf = w.buf[n:]
 		return err
