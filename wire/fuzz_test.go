@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"reflect"
 	"testing"
 	"testing/iotest"
@@ -277,6 +278,71 @@ func FuzzParseFrameHeader(f *testing.F) {
 		}
 		if enc := h.Append(nil); !bytes.Equal(enc, b[:HeaderLen]) {
 			t.Fatalf("header re-encodes as % x, input % x", enc, b[:HeaderLen])
+		}
+	})
+}
+
+// timeoutReader fails the reads that pattern's bits (taken in turn) pick
+// with a timeout, and hands out at most a few bytes per successful read.
+type timeoutReader struct {
+	r       io.Reader
+	pattern uint64
+	n       uint
+}
+
+func (tr *timeoutReader) Read(p []byte) (int, error) {
+	bit := tr.pattern>>(tr.n%64)&1 == 1
+	tr.n++
+	if bit {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return tr.r.Read(p[:min(len(p), 1+int(tr.n%7))])
+}
+
+// A FrameReader whose reads keep timing out, anywhere in a frame, yields
+// the same frames and the same end as one that reads the input cleanly.
+func FuzzFrameReaderResume(f *testing.F) {
+	e := sampleEventBatches()[0]
+	stream := AppendSharedEventBatchFrame(nil, optionFlagSets()[0], &e.EventBatchHeader, e.Payloads)
+	stream = AppendFrame(stream, 0, nil)
+	stream = AppendFrame(stream, 1, bytes.Repeat([]byte("z"), 300))
+	f.Add(stream, uint16(0), uint64(0x5555), false)
+	f.Add(stream[:len(stream)-7], uint16(0), uint64(0xf0f0f0f0), true)
+	f.Add(stream, uint16(100), uint64(1), true)
+	f.Fuzz(func(t *testing.T, b []byte, limit uint16, pattern uint64, owned bool) {
+		if pattern == ^uint64(0) {
+			pattern = 0 // every read a timeout would never progress
+		}
+		read := func(fr *FrameReader) (Frame, error) {
+			if owned {
+				return fr.NextOwned()
+			}
+			return fr.Next()
+		}
+		clean := NewFrameReader(bytes.NewReader(b), uint32(limit))
+		stutter := NewFrameReader(&timeoutReader{r: bytes.NewReader(b), pattern: pattern}, uint32(limit))
+		for i := 0; ; i++ {
+			want, werr := read(clean)
+			var got Frame
+			var gerr error
+			for tries := 0; ; tries++ {
+				got, gerr = read(stutter)
+				if !errors.Is(gerr, os.ErrDeadlineExceeded) {
+					break
+				}
+				if tries > 64*(len(b)+2) {
+					t.Fatal("no progress through timeouts")
+				}
+			}
+			if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+				t.Fatalf("frame %d: error %v, clean read says %v", i, gerr, werr)
+			}
+			if werr != nil {
+				return
+			}
+			if got.Flags != want.Flags || !bytes.Equal(got.Payload, want.Payload) {
+				t.Fatalf("frame %d differs from the clean read", i)
+			}
 		}
 	})
 }
