@@ -9,19 +9,23 @@ import (
 
 // streamWriter is the only goroutine writing a control stream's send
 // half. The control loop hands it encoded frames on outC (bounded; the
-// loop waits for room). Answers to acked publishes travel on ansC: each
-// takes a token of owedC before the publish is queued, and ansC has room
-// for every token, so a publish completion never blocks on a slow client.
-// Each write carries every frame already queued.
+// loop waits for room). Answers to acked publishes are handed over in ans:
+// each takes a token of owedC before the publish is queued, so ans never
+// holds more than the tokens, and a publish completion never blocks on a
+// slow client. Each write carries every frame already queued.
 type streamWriter struct {
 	w      io.Writer
 	outC   chan []byte
-	ansC   chan []byte
 	owedC  chan struct{} // one token per answer owed
 	stopC  chan struct{}
 	failed context.CancelCauseFunc // called when a write fails
 	wg     sync.WaitGroup
 	buf    []byte
+
+	ansMu sync.Mutex
+	ans   [][]byte      // answers handed over, not yet written
+	ansC  chan struct{} // signalled when ans gains an answer
+	spare [][]byte      // the writer's: storage for the next swap of ans
 }
 
 // controlQueue bounds the frames the control loop may queue ahead of the
@@ -32,7 +36,7 @@ func newStreamWriter(w io.Writer, maxOwed int, failed context.CancelCauseFunc) *
 	sw := &streamWriter{
 		w:      w,
 		outC:   make(chan []byte, controlQueue),
-		ansC:   make(chan []byte, maxOwed),
+		ansC:   make(chan struct{}, 1),
 		owedC:  make(chan struct{}, maxOwed),
 		stopC:  make(chan struct{}),
 		failed: failed,
@@ -66,7 +70,13 @@ func (sw *streamWriter) reserveOwed(ctx context.Context) error {
 
 // sendOwed queues an answer whose slot reserveOwed took. It never blocks.
 func (sw *streamWriter) sendOwed(b []byte) {
-	sw.ansC <- b
+	sw.ansMu.Lock()
+	sw.ans = append(sw.ans, b)
+	sw.ansMu.Unlock()
+	select {
+	case sw.ansC <- struct{}{}:
+	default:
+	}
 }
 
 // cancelOwed frees a slot that will not be used.
@@ -113,13 +123,13 @@ func (sw *streamWriter) run() {
 	for {
 		select {
 		case b := <-sw.outC:
-			err = sw.flush(sw.append(sw.buf[:0], b, false), err)
-		case b := <-sw.ansC:
+			err = sw.flush(append(sw.buf[:0], b...), err)
+		case <-sw.ansC:
 			// Answers are settled by many goroutines at once (one fsync
 			// completes a batch of publishes): let the others queue theirs
 			// so that one write carries them all.
 			runtime.Gosched()
-			err = sw.flush(sw.append(sw.buf[:0], b, true), err)
+			err = sw.flush(sw.buf[:0], err)
 		case <-sw.stopC:
 			err = sw.flush(sw.buf[:0], err)
 			return
@@ -132,13 +142,12 @@ func (sw *streamWriter) run() {
 // freed.
 func (sw *streamWriter) flush(buf []byte, prevErr error) error {
 	for more := true; more; {
+		more = sw.takeAnswers(&buf)
 		select {
 		case b := <-sw.outC:
-			buf = sw.append(buf, b, false)
-		case b := <-sw.ansC:
-			buf = sw.append(buf, b, true)
+			buf = append(buf, b...)
+			more = true
 		default:
-			more = false
 		}
 	}
 	sw.buf = buf
@@ -155,10 +164,23 @@ func (sw *streamWriter) flush(buf []byte, prevErr error) error {
 	return nil
 }
 
-func (sw *streamWriter) append(buf, b []byte, owed bool) []byte {
-	if owed {
+// takeAnswers appends the answers handed over to buf, freeing their
+// slots, and reports whether there were any.
+func (sw *streamWriter) takeAnswers(buf *[]byte) bool {
+	sw.ansMu.Lock()
+	ans := sw.ans
+	sw.ans = sw.spare[:0]
+	sw.ansMu.Unlock()
+	for i, b := range ans {
+		*buf = append(*buf, b...)
+		ans[i] = nil
 		<-sw.owedC
 		outAckDepthGauge.Dec()
 	}
-	return append(buf, b...)
+	if cap(ans) <= controlQueue {
+		sw.spare = ans[:0]
+	} else {
+		sw.spare = nil
+	}
+	return len(ans) > 0
 }
