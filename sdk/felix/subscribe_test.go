@@ -1,7 +1,9 @@
 package felix
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -188,6 +190,71 @@ func TestNextCancelledInsideAFrame(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Next called with deadlines far shorter than the stream takes to deliver
+// a batch, so that most calls end inside a frame, still returns every
+// event, in order, exactly once.
+func TestNextWithShortDeadlinesLosesNothing(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	sub, fs := subscribeFake(t, c, fb)
+	const batches, per = 60, 8
+	payload := func(n int) []byte {
+		p := make([]byte, 4+n*997%9000)
+		binary.BigEndian.PutUint32(p, uint32(n))
+		return p
+	}
+	sendErr := make(chan error, 1)
+	go func() {
+		for b := range batches {
+			var ps [][]byte
+			for i := range per {
+				ps = append(ps, payload(b*per+i))
+			}
+			frame := wire.AppendSharedEventBatchFrame(nil, wire.FlagBinaryEventBatchShared|wire.FlagEventBatchOffsets,
+				&wire.EventBatchHeader{BaseOffset: uint64(b * per)}, ps)
+			// Dribble the frame out so that reads stop inside it.
+			for len(frame) > 0 {
+				n := min(len(frame), 1500)
+				if _, err := fs.es.Write(frame[:n]); err != nil {
+					sendErr <- err
+					return
+				}
+				frame = frame[n:]
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+		sendErr <- nil
+	}()
+	timeouts := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for want := 0; want < batches*per; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d events in 30s", want, batches*per)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Microsecond)
+		ev, err := sub.Next(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			timeouts++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Offset != uint64(want) || !bytes.Equal(ev.Payload, payload(want)) {
+			t.Fatalf("event %d: offset %d, %d bytes", want, ev.Offset, len(ev.Payload))
+		}
+		want++
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+	if timeouts == 0 {
+		t.Fatal("no Next timed out: the test did not exercise interrupted reads")
+	}
+	t.Logf("%d calls timed out", timeouts)
 }
 
 func TestConnectionKilledEndsSubscription(t *testing.T) {
