@@ -73,8 +73,14 @@ type CacheWatch struct {
 	key      string
 	prefix   bool
 	maxBytes int64
-	readyC   chan struct{}
 	notify   func()
+
+	// signalled is set by every signal and cleared by TakeSignal; readyC
+	// is made only when someone asks for Ready, so the broker, which
+	// polls signalled, costs the cache's writers no channel send per
+	// change.
+	signalled atomic.Bool
+	readyC    atomic.Pointer[chan struct{}]
 
 	registered bool // in the cache's registry; guarded by the cache's logMu
 
@@ -97,7 +103,7 @@ type CacheWatch struct {
 // history starts as a resnapshot. A removed cache refuses with not_found.
 func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, error) {
 	l := &c.log
-	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, readyC: make(chan struct{}, 1), notify: opts.Notify}
+	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, notify: opts.Notify}
 	if w.maxBytes <= 0 {
 		w.maxBytes = l.env.maxBytes
 	}
@@ -181,13 +187,35 @@ func (w *CacheWatch) matches(key string) bool {
 }
 
 // Ready is signalled when an item may be ready or the watch ended; after
-// a signal, call Next until it reports nothing.
-func (w *CacheWatch) Ready() <-chan struct{} { return w.readyC }
+// a signal, call Next until it reports nothing. The first call may find a
+// signal that nothing follows.
+func (w *CacheWatch) Ready() <-chan struct{} {
+	if c := w.readyC.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{}, 1)
+	c <- struct{}{} // a signal may have come before the channel existed
+	if !w.readyC.CompareAndSwap(nil, &c) {
+		return *w.readyC.Load()
+	}
+	return c
+}
+
+// Signalled reports whether the watch was signalled since the last
+// TakeSignal: an item may be ready, or the watch ended.
+func (w *CacheWatch) Signalled() bool { return w.signalled.Load() }
+
+// TakeSignal clears the signal; a signal from now on sets it again. Call
+// it before draining the watch with Next.
+func (w *CacheWatch) TakeSignal() { w.signalled.Store(false) }
 
 func (w *CacheWatch) signal() {
-	select {
-	case w.readyC <- struct{}{}:
-	default:
+	w.signalled.Store(true)
+	if c := w.readyC.Load(); c != nil {
+		select {
+		case *c <- struct{}{}:
+		default:
+		}
 	}
 	if w.notify != nil {
 		w.notify()
@@ -200,8 +228,8 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 	size := ch.size()
 	env := w.c.log.env
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.closed || w.end != nil {
+		w.mu.Unlock()
 		return true
 	}
 	empty := w.qhead == len(w.queue)
@@ -209,13 +237,15 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 	if !empty && (w.queued+size > w.maxBytes || total > env.maxTotal) {
 		env.total.Add(-size)
 		w.end = &LaggedError{ResumeFrom: ch.Offset}
+		w.mu.Unlock()
 		cacheWatchLagged.Inc()
 		w.signal()
 		return false
 	}
 	w.queued += size
 	w.queue = append(w.queue, ch)
-	w.signal()
+	w.mu.Unlock()
+	w.signal() // outside the lock, which the watch's reader takes in Next
 	return true
 }
 

@@ -203,17 +203,12 @@ func (w *watchWriter) stopping() bool {
 // pending reports whether the writer has work: the core watch signalled
 // since the writer last looked, or it must stop.
 func (w *watchWriter) pending() bool {
-	return len(w.cw.Ready()) > 0 || w.stopping()
+	return w.cw.Signalled() || w.stopping()
 }
 
 // look takes the core watch's signal: whatever is signalled from now on
 // leaves a new one, for pending to see.
-func (w *watchWriter) look() {
-	select {
-	case <-w.cw.Ready():
-	default:
-	}
-}
+func (w *watchWriter) look() { w.cw.TakeSignal() }
 
 // idle gives the writer up, unless work arrived meanwhile: then it is
 // queued on the pump again.
