@@ -29,7 +29,6 @@ type Log struct {
 	failErr               error
 	closed                bool
 	retention             Retention
-	syncing               *segment      // segment the flusher is fsyncing, kept from retention
 	syncedC               chan struct{} // closed and replaced when synced/durable advance or the log fails
 	encBuf                []byte
 	stats                 Stats
