@@ -61,8 +61,6 @@ type CacheWatchItem struct {
 	End    error
 }
 
-var cacheWatchIDs atomic.Uint64
-
 // CacheWatch follows the changes of one key or key prefix of a cache. Its
 // owner drains it with Next when Ready signals and ends it with Close.
 // Changes are queued by the writers of the cache, never blocking them: a
@@ -103,7 +101,7 @@ type CacheWatch struct {
 // history starts as a resnapshot. A removed cache refuses with not_found.
 func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, error) {
 	l := &c.log
-	w := &CacheWatch{c: c, id: cacheWatchIDs.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, notify: opts.Notify}
+	w := &CacheWatch{c: c, id: lastSubscriberID.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, notify: opts.Notify}
 	if w.maxBytes <= 0 {
 		w.maxBytes = l.env.maxBytes
 	}

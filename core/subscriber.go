@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 )
 
+// lastSubscriberID numbers subscribers and cache watches alike: both
+// name an event stream on the same connections, so their ids must not
+// collide.
 var lastSubscriberID atomic.Uint64
 
 // Subscriber is one registration on one shard: a bounded queue of

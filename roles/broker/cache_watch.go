@@ -15,8 +15,8 @@ import (
 
 // handleCacheWatch starts a cache watch: it authorizes cache read on the
 // key (or on prefix+"*" for a prefix watch), takes a place in the
-// connection's subscription limit, starts the core watch, answers
-// cache_watch_ok, opens the event stream with its hello and hands it to a
+// connection's subscription limit, starts the core watch, opens the event
+// stream with its hello, answers cache_watch_ok and hands the stream to a
 // watchWriter.
 func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 	resource := m.Key
@@ -39,15 +39,14 @@ func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 		return
 	}
 	w.cw = cw
-	w.id = cs.c.claimWatchID(m.WatchID, cw.ID())
-	cs.sendMsg(&wire.CacheWatchOK{RequestID: m.RequestID, WatchID: w.id, Offset: info.Next, Resnapshot: info.Resnapshot})
+	w.id = cs.c.claimStreamID(m.WatchID, cw.ID())
 	es, e := cs.openEventStream(w.id)
 	if e != nil {
-		// The answer is out; without its event stream the client learns
-		// of the failure from the connection, which is failing too.
 		w.release()
+		cs.sendError(e, &m.RequestID)
 		return
 	}
+	cs.sendMsg(&wire.CacheWatchOK{RequestID: m.RequestID, WatchID: w.id, Offset: info.Next, Resnapshot: info.Resnapshot})
 	w.es = es
 	w.start()
 }
@@ -59,33 +58,34 @@ func (cs *controlStream) subscriptionLimitError() *wire.Error {
 		WithDetail("reason", "subscription_limit")
 }
 
-// claimWatchID picks a watch's id: the client's when given and not in use
-// on the connection, else fresh (or the next free id after it).
-func (c *connection) claimWatchID(want *uint64, fresh uint64) uint64 {
+// claimStreamID picks the id of a subscription's or watch's event stream:
+// the client's when given and not in use on the connection, else fresh (or
+// the next free id after it).
+func (c *connection) claimStreamID(want *uint64, fresh uint64) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.watchIDs == nil {
-		c.watchIDs = map[uint64]struct{}{}
+	if c.streamIDs == nil {
+		c.streamIDs = map[uint64]struct{}{}
 	}
 	id := fresh
 	if want != nil {
-		if _, used := c.watchIDs[*want]; !used {
+		if _, used := c.streamIDs[*want]; !used {
 			id = *want
 		}
 	}
 	for {
-		if _, used := c.watchIDs[id]; !used {
+		if _, used := c.streamIDs[id]; !used {
 			break
 		}
 		id++
 	}
-	c.watchIDs[id] = struct{}{}
+	c.streamIDs[id] = struct{}{}
 	return id
 }
 
-func (c *connection) releaseWatchID(id uint64) {
+func (c *connection) releaseStreamID(id uint64) {
 	c.mu.Lock()
-	delete(c.watchIDs, id)
+	delete(c.streamIDs, id)
 	c.mu.Unlock()
 }
 
@@ -303,7 +303,7 @@ func (w *watchWriter) finish() {
 // release ends the core watch and gives back what the watch held.
 func (w *watchWriter) release() {
 	w.cw.Close()
-	w.c.releaseWatchID(w.id)
+	w.c.releaseStreamID(w.id)
 	w.c.releaseSub()
 }
 

@@ -273,3 +273,25 @@ func (e *env) connSubs() int64 {
 	}
 	return n
 }
+
+// Subscriptions and cache watches on one connection never share an event
+// stream id, whether the broker picks it or the client asks for one in
+// use: the client routes each stream by the id its hello names.
+func TestEventStreamIDsAreUniqueAcrossKinds(t *testing.T) {
+	e := startEnv(t, testConfig(), wire.StreamSpec{Stream: "events"})
+	qc := e.dial(0)
+	s := e.authed(qc, 0, allFeatures, cacheAll, pubAll)
+	sub := e.subscribe(qc, s, "events")
+	_, ok := e.watch(qc, s, &wire.CacheWatch{Key: "k", RequestID: 1})
+	if ok.WatchID == sub.id {
+		t.Fatalf("a watch and a subscription share id %d", sub.id)
+	}
+	_, sd := e.subscribeWith(qc, s, &wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: "events", SubscriptionID: &ok.WatchID})
+	if sd.SubscriptionID == ok.WatchID || sd.SubscriptionID == sub.id {
+		t.Fatalf("a subscription asking for watch id %d got %d (first subscription %d)", ok.WatchID, sd.SubscriptionID, sub.id)
+	}
+	_, ok2 := e.watch(qc, s, &wire.CacheWatch{Key: "k", WatchID: &sub.id, RequestID: 2})
+	if ok2.WatchID == sub.id || ok2.WatchID == sd.SubscriptionID || ok2.WatchID == ok.WatchID {
+		t.Fatalf("a watch asking for subscription id %d got %d", sub.id, ok2.WatchID)
+	}
+}

@@ -40,8 +40,10 @@ type connection struct {
 	// flush (one set per connection instead of a registration per
 	// subscription on flushCtx). Guarded by mu.
 	live map[waker]struct{}
-	// watchIDs are the cache watch ids in use. Guarded by mu.
-	watchIDs map[uint64]struct{}
+	// streamIDs are the ids in use by the connection's event streams,
+	// subscriptions and cache watches alike: a client routes a stream by
+	// the id its hello names. Guarded by mu.
+	streamIDs map[uint64]struct{}
 	// watchPump writes the connection's cache watches.
 	watchPump watchPump
 

@@ -50,13 +50,11 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 		cs.c.releaseSub()
 		return err
 	}
-	id := sub.ID()
-	if m.SubscriptionID != nil {
-		id = *m.SubscriptionID
-	}
+	id := cs.c.claimStreamID(m.SubscriptionID, sub.ID())
 	es, e := cs.openEventStream(id)
 	if e != nil {
 		sub.Close()
+		cs.c.releaseStreamID(id)
 		cs.c.releaseSub()
 		return e
 	}
@@ -273,6 +271,7 @@ func (w *eventWriter) finish() {
 		undo()
 	}
 	w.sub.Close()
+	w.c.releaseStreamID(w.id)
 	w.c.releaseSub()
 	subscriptionsGauge.Dec()
 	w.c.writers.done()
