@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,20 +78,24 @@ type Frame struct {
 //
 // A read error inside a frame keeps what was read of it: the next call
 // carries on from there. That is what lets a caller interrupt a read with
-// a deadline (a context that ended) and read the frame whole later; after
-// any other error the stream is dead and the next call fails too.
+// a deadline (a context that ended) and read the frame whole later. A
+// framing error (a bad header, a frame over the limit) leaves the stream
+// out of step for good: every later call returns it again.
 type FrameReader struct {
 	r   io.Reader
 	max uint32
 	hdr [HeaderLen]byte
 	buf []byte
+	err error // the framing error that ended the stream
 
 	// The frame being read: hdrN header bytes so far, and once the header
-	// is whole, its payload buffer p holding pN bytes of h.Length.
-	hdrN int
-	h    FrameHeader
-	p    []byte
-	pN   int
+	// is whole, its payload buffer p holding pN bytes of h.Length (shared
+	// when p is buf).
+	hdrN   int
+	h      FrameHeader
+	p      []byte
+	pN     int
+	shared bool
 }
 
 // NewFrameReader returns a reader that refuses frames longer than
@@ -110,13 +115,15 @@ func (fr *FrameReader) Next() (Frame, error) {
 	return fr.next(false)
 }
 
-// NextOwned is Next with a payload the caller owns. A frame interrupted by
-// an error must be resumed with the same method.
+// NextOwned is Next with a payload the caller owns.
 func (fr *FrameReader) NextOwned() (Frame, error) {
 	return fr.next(true)
 }
 
 func (fr *FrameReader) next(owned bool) (Frame, error) {
+	if fr.err != nil {
+		return Frame{}, fr.err
+	}
 	if fr.hdrN < HeaderLen {
 		started := fr.hdrN > 0
 		n, err := io.ReadFull(fr.r, fr.hdr[fr.hdrN:])
@@ -128,13 +135,15 @@ func (fr *FrameReader) next(owned bool) (Frame, error) {
 			return Frame{}, err
 		}
 		h, err := ParseFrameHeader(fr.hdr[:])
+		if err == nil && h.Length > fr.max {
+			err = newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
+		}
 		if err != nil {
+			fr.err = err
 			return Frame{}, err
 		}
-		if h.Length > fr.max {
-			return Frame{}, newFrameError(ErrFrameTooLarge, "%d > %d", h.Length, fr.max)
-		}
-		fr.h, fr.p, fr.pN = h, fr.payloadBuf(int(h.Length), owned), 0
+		fr.h, fr.pN = h, 0
+		fr.p, fr.shared = fr.payloadBuf(int(h.Length), owned)
 	}
 	if err := fr.readPayload(); err != nil {
 		if err == io.EOF {
@@ -143,6 +152,9 @@ func (fr *FrameReader) next(owned bool) (Frame, error) {
 		return Frame{}, err
 	}
 	f := Frame{Flags: fr.h.Flags, Payload: fr.p}
+	if owned && fr.shared { // begun by Next, finished by NextOwned
+		f.Payload = bytes.Clone(fr.p)
+	}
 	fr.hdrN, fr.p = 0, nil
 	return f, nil
 }
@@ -153,19 +165,19 @@ const retainedBufBytes = 1 << 20
 
 // payloadBuf is where a payload of n bytes starts being read: straight
 // into a buffer the caller keeps when owned (no second copy), else the
-// reused buffer; a payload longer than retainedBufBytes starts with a
-// chunk of that size and grows as its bytes arrive.
-func (fr *FrameReader) payloadBuf(n int, owned bool) []byte {
+// reused buffer (shared); a payload longer than retainedBufBytes starts
+// with a chunk of that size and grows as its bytes arrive.
+func (fr *FrameReader) payloadBuf(n int, owned bool) (p []byte, shared bool) {
 	switch {
 	case n > retainedBufBytes:
-		return make([]byte, retainedBufBytes)
+		return make([]byte, retainedBufBytes), false
 	case owned:
-		return make([]byte, n)
+		return make([]byte, n), false
 	}
 	if cap(fr.buf) < n {
 		fr.buf = make([]byte, n)
 	}
-	return fr.buf[:n]
+	return fr.buf[:n], true
 }
 
 // readPayload reads the rest of the current frame's payload into fr.p.

@@ -286,3 +286,61 @@ func TestFrameReaderResumesAfterTimeout(t *testing.T) {
 		break
 	}
 }
+
+// After a framing error the reader keeps returning it: it never resumes
+// a frame whose header it refused, nor makes one up.
+func TestFrameReaderFramingErrorSticks(t *testing.T) {
+	good := AppendFrame(nil, 9, []byte("hello"))
+	badMagic := append([]byte("XXXX"), good[4:]...)
+	tooLarge := FrameHeader{Flags: 1, Length: 100}.Append(nil)
+	for name, stream := range map[string][]byte{
+		"bad magic after a frame":  append(append([]byte{}, good...), badMagic...),
+		"bad magic first":          append(append([]byte{}, badMagic...), good...),
+		"too large after an empty": append(AppendFrame(nil, 9, nil), append(tooLarge, good...)...),
+	} {
+		fr := NewFrameReader(bytes.NewReader(stream), 10)
+		var first error
+		for i := 0; i < 4; i++ {
+			_, err := fr.Next()
+			if err != nil && first == nil {
+				first = err
+				continue
+			}
+			if first != nil && err != first {
+				t.Fatalf("%s: call %d after %v returned %v", name, i, first, err)
+			}
+		}
+		if first == nil {
+			t.Fatalf("%s: no error", name)
+		}
+	}
+}
+
+// A frame begun by Next and finished by NextOwned is returned in a buffer
+// the caller owns, not the reader's reused one.
+func TestFrameReaderResumedAsOwned(t *testing.T) {
+	first := AppendFrame(nil, 1, []byte("first payload"))
+	second := AppendFrame(nil, 2, []byte("SECOND"))
+	fr := NewFrameReader(&stutterReader{r: io.MultiReader(bytes.NewReader(first[:HeaderLen+3]),
+		bytes.NewReader(first[HeaderLen+3:]), bytes.NewReader(second)), step: 1 << 10}, 0)
+	if _, err := fr.Next(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("want the read to stop inside the first frame, got %v", err)
+	}
+	f1, err := fr.NextOwned()
+	for errors.Is(err, os.ErrDeadlineExceeded) {
+		f1, err = fr.NextOwned()
+	}
+	if err != nil || string(f1.Payload) != "first payload" {
+		t.Fatalf("first frame %q, %v", f1.Payload, err)
+	}
+	f2, err := fr.Next()
+	for errors.Is(err, os.ErrDeadlineExceeded) {
+		f2, err = fr.Next()
+	}
+	if err != nil || string(f2.Payload) != "SECOND" {
+		t.Fatalf("second frame %q, %v", f2.Payload, err)
+	}
+	if string(f1.Payload) != "first payload" {
+		t.Fatalf("the owned frame changed to %q when the next was read", f1.Payload)
+	}
+}
