@@ -164,7 +164,7 @@ func (w *CacheWatch) Next(ctx context.Context) (CacheWatchItem, error) {
 	return it, err
 }
 
-// advance moves the resume offset past a dequeued item.
+// advance moves the resume offset past an item Next returns.
 func (w *CacheWatch) advance(it *CacheWatchItem) {
 	switch {
 	case it.StateComplete:

@@ -10,9 +10,16 @@ import (
 // readFrame reads one frame of the watch's stream and appends its item,
 // if it carries one, to dst.
 func (w *CacheWatch) readFrame(fr *wire.FrameReader, dst []CacheWatchItem) ([]CacheWatchItem, error) {
-	msg, err := readMessage(fr)
+	f, err := fr.Next()
 	if err != nil {
 		return dst, err
+	}
+	if f.Flags != 0 {
+		return dst, &streamEnd{err: badFrame(fmt.Errorf("unexpected binary frame (flags %#04x)", f.Flags))}
+	}
+	msg, err := wire.ParseMessage(f.Payload)
+	if err != nil {
+		return dst, &streamEnd{err: badFrame(err)}
 	}
 	it, ok, err := watchItem(w.life.id, msg)
 	if err != nil {

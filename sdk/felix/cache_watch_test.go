@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +167,25 @@ func TestWatchCacheMalformedChangeEndsWatch(t *testing.T) {
 	fw.send(t, &wire.CacheChange{Offset: 101, Op: "rename", Key: "k"})
 	if err := nextWatchErr(t, w); !errors.Is(err, ErrSubscriptionLost) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A frame that is not a message at all ends the watch as a broken
+// stream, reset so the broker lets it go, not as a lost connection.
+func TestWatchCacheGarbageFrameEndsWatch(t *testing.T) {
+	fb, c := watchFake(t, watchFeatures)
+	w, fw := watch(t, c, fb, WatchKey("k"))
+	if _, err := fw.es.Write(wire.AppendFrame(nil, 0, []byte("not json"))); err != nil {
+		t.Fatal(err)
+	}
+	err := nextWatchErr(t, w)
+	if !errors.Is(err, ErrSubscriptionLost) || !strings.Contains(err.Error(), "bad event frame") {
+		t.Fatalf("got %v", err)
+	}
+	select {
+	case <-fw.es.Context().Done(): // the client stopped the stream
+	case <-time.After(5 * time.Second):
+		t.Fatal("the broken stream was not reset")
 	}
 }
 

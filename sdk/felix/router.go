@@ -48,7 +48,7 @@ func newRouter(c *Client) *router {
 // watch.
 type eventSink interface {
 	streamID() uint64      // the id the stream's hello names
-	attach(es eventStream) // takes the stream and starts reading it
+	attach(es eventStream) // takes the stream, for Next to read
 	connectionEnded()      // the router stopped before the stream came
 }
 

@@ -20,7 +20,7 @@ import (
 // what QUIC's stream window holds plus the rest of the last frame read;
 // a caller that stops calling Next stops reading, and flow control pushes
 // back on the broker, whose policy then decides. The owner registers the
-// streamLife itself with the router and trackSub.
+// streamLife with the router and trackSub through start.
 type streamLife[T any] struct {
 	c    *Client
 	id   uint64 // the id the event stream's hello names
@@ -195,8 +195,8 @@ func (l *streamLife[T]) disarm() {
 	}
 }
 
-// endBadFrame ends the reader on a frame that decoded to err: the stream
-// is reset as broken unless the frame was the broker's clean last word.
+// endBadFrame ends the owner on a frame that decoded to err: the stream is
+// reset as broken unless the frame was the broker's clean last word.
 func (l *streamLife[T]) endBadFrame(es eventStream, err error, clean bool) {
 	l.end(err)
 	code := streamErrBadHead
@@ -235,6 +235,7 @@ func (l *streamLife[T]) close() error {
 // abort ends the streams because the client is shutting down: Next
 // returns the items already read, then the client's shutdown reason.
 func (l *streamLife[T]) abort() {
+	l.end(l.lostReason(ErrClosed)) // first: a stream attached from now on is refused
 	l.mu.Lock()
 	es := l.es
 	l.disarm()
@@ -244,7 +245,6 @@ func (l *streamLife[T]) abort() {
 		es.rs.CancelRead(0)
 	}
 	l.ctrl.abort()
-	l.end(l.lostReason(ErrClosed))
 }
 
 // eventStream is the attached event stream, nil until it came.
@@ -252,6 +252,16 @@ func (l *streamLife[T]) eventStream() *eventStream {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.es
+}
+
+// ended reports whether end was called.
+func (l *streamLife[T]) ended() bool {
+	select {
+	case <-l.endC:
+		return true
+	default:
+		return false
+	}
 }
 
 // end records why no more items will come; the first reason wins.
@@ -285,11 +295,13 @@ func (l *streamLife[T]) streamID() uint64 { return l.id }
 // connectionEnded ends an owner whose event stream never came.
 func (l *streamLife[T]) connectionEnded() { l.end(l.lostReason(ErrConnectionLost)) }
 
-// attach binds the event stream; the next call of Next reads it.
+// attach binds the event stream; the next call of Next reads it. A stream
+// that comes after the owner was closed or ended (the router hands it over
+// outside its lock) is cancelled, so the broker lets it go.
 func (l *streamLife[T]) attach(es eventStream) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.es != nil {
+	if l.closed || l.es != nil || l.ended() {
 		es.rs.CancelRead(0)
 		return
 	}

@@ -198,6 +198,5 @@ func maybe(p *uint64) (uint64, bool) {
 func (s *Subscription) Next(ctx context.Context) (Event, error) { return s.life.next(ctx) }
 
 // Close ends the subscription: the event stream is reset, so the broker
-// drops it. Next returns ErrClosed afterwards. Close waits for the
-// subscription's reader to stop.
+// drops it. Next returns ErrClosed afterwards.
 func (s *Subscription) Close() error { return s.life.close() }
