@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/base64"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,15 @@ type CacheChange struct {
 }
 
 // cacheChangeOverhead is what a change counts in a queue or the history
-// beyond its key and value, so empty values cannot slip past the bounds.
-const cacheChangeOverhead = 64
+// beyond its key and value: the change itself and its frame's JSON around
+// them, so empty values cannot slip past the bounds.
+const cacheChangeOverhead = 200
 
+// size is what a change holds once delivered: the change with its key and
+// value, and its encoded frame, which repeats the key and the value in
+// base64.
 func (ch *CacheChange) size() int64 {
-	return int64(len(ch.Key)+len(ch.Value)) + cacheChangeOverhead
+	return int64(2*len(ch.Key)+len(ch.Value)+base64.StdEncoding.EncodedLen(len(ch.Value))) + cacheChangeOverhead
 }
 
 // Frame returns the change's cache_change frame. It is encoded on the
@@ -84,11 +89,30 @@ func (r *changeRing) push(ch *CacheChange) {
 		r.bytes -= old.size()
 		total = r.env.historyUsed.Add(-old.size())
 	}
-	if r.head > 64 && r.head > len(r.items)/2 {
-		n := copy(r.items, r.items[r.head:])
-		clear(r.items[n:])
-		r.items, r.head = r.items[:n], 0
+	r.items, r.head = compactFront(r.items, r.head)
+}
+
+// keptFront is the storage an emptied FIFO keeps for what comes next.
+const keptFront = 64
+
+// compactFront tidies a slice FIFO whose live part is items[head:] after
+// items left the front: an emptied one restarts (letting a burst's storage
+// go), and one whose dead front passed half of it moves the rest down.
+func compactFront[T any](items []T, head int) ([]T, int) {
+	switch {
+	case head == len(items) && cap(items) > keptFront:
+		return nil, 0
+	case head == len(items):
+		return items[:0], 0
+	case head > keptFront && head > len(items)/2:
+		var zero T
+		n := copy(items, items[head:])
+		for i := n; i < len(items); i++ {
+			items[i] = zero
+		}
+		return items[:n], 0
 	}
+	return items, head
 }
 
 // oldest returns the first offset held, or next when the ring is empty.

@@ -288,13 +288,7 @@ func (w *CacheWatch) popLocked() *CacheChange {
 	ch := w.queue[w.qhead]
 	w.queue[w.qhead] = nil
 	w.qhead++
-	if w.qhead == len(w.queue) {
-		w.queue, w.qhead = w.queue[:0], 0
-	} else if w.qhead > 64 && w.qhead > len(w.queue)/2 {
-		n := copy(w.queue, w.queue[w.qhead:])
-		clear(w.queue[n:])
-		w.queue, w.qhead = w.queue[:n], 0
-	}
+	w.queue, w.qhead = compactFront(w.queue, w.qhead)
 	w.releaseLocked(ch.size())
 	cacheWatchDelivered.Inc()
 	return ch

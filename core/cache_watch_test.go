@@ -395,7 +395,7 @@ func TestCacheWatchTotalBound(t *testing.T) {
 }
 
 func TestCacheWatchResnapshot(t *testing.T) {
-	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 300})
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 600})
 	first := c.log.next
 	c.Put("gone", []byte("x"), 0, testNow)
 	c.Delete("gone", testNow)
@@ -532,7 +532,7 @@ func TestCacheWatchCloseTwiceAndShared(t *testing.T) {
 // at it, a cache's new changes push out its own oldest, so a resume from
 // before them is a resnapshot, and the total never passes the bound.
 func TestCacheWatchHistoryTotal(t *testing.T) {
-	change := int64(len("k0") + len("v") + cacheChangeOverhead)
+	change := (&CacheChange{Key: "k0", Value: []byte("v")}).size()
 	b, a := newWatchCache(t, Config{CacheWatchHistoryBytes: 100 * change, CacheWatchHistoryBytesTotal: 10 * change})
 	if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "other"}); err != nil {
 		t.Fatal(err)
@@ -597,12 +597,69 @@ func TestCacheWatchByteGauges(t *testing.T) {
 	}
 	defer w.Close()
 	c.Put("k", []byte("v"), 0, testNow)
-	size := float64(len("k") + len("v") + cacheChangeOverhead)
+	size := float64((&CacheChange{Key: "k", Value: []byte("v")}).size())
 	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes")-queued0, gaugeValue(t, "felix_cache_watch_history_bytes")-hist0; q != size || h != size {
 		t.Fatalf("queued +%v, history +%v; want +%v each", q, h, size)
 	}
 	b.Close()
 	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes"), gaugeValue(t, "felix_cache_watch_history_bytes"); q != queued0 || h != hist0 {
 		t.Fatalf("after Close: queued %v, history %v; want %v, %v", q, h, queued0, hist0)
+	}
+}
+
+// What a change counts against the bounds covers what it holds once
+// delivered: its key and value and its encoded frame.
+func TestCacheChangeSizeCoversItsFrame(t *testing.T) {
+	for _, n := range []int{0, 10, 1000, 100000} {
+		ch := &CacheChange{Offset: 1 << 60, Op: wire.CacheOpPut, Key: "some-key", Value: make([]byte, n)}
+		if held := int64(len(ch.Key) + len(ch.Value) + len(ch.Frame())); ch.size() < held {
+			t.Fatalf("value of %d bytes: size %d, but key, value and frame hold %d", n, ch.size(), held)
+		}
+	}
+}
+
+// A watch is signalled by every change, its end and Close, whether its
+// owner polls Signalled or waits on Ready made late; and a queue emptied
+// after a burst lets the burst's storage go.
+func TestCacheWatchSignalAndQueueStorage(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchMaxBytes: 64 << 20})
+	w, _ := mustWatch(t, c, CacheWatchOptions{Key: "k"})
+	w.TakeSignal()
+	if w.Signalled() {
+		t.Fatal("signalled with nothing new")
+	}
+	for i := range 1000 {
+		c.Put("k", []byte(fmt.Sprint(i)), 0, testNow)
+	}
+	if !w.Signalled() {
+		t.Fatal("a put did not signal")
+	}
+	select {
+	case <-w.Ready(): // made after the puts: it must still fire
+	default:
+		t.Fatal("Ready made after a signal holds no token")
+	}
+	w.TakeSignal()
+	for n := 0; n < 1000; n++ {
+		if _, ok := w.Next(); !ok {
+			t.Fatalf("only %d of 1000 changes", n)
+		}
+	}
+	w.mu.Lock()
+	kept := cap(w.queue)
+	w.mu.Unlock()
+	if kept > keptFront {
+		t.Fatalf("an emptied queue keeps room for %d changes", kept)
+	}
+	c.Put("k", []byte("after"), 0, testNow)
+	select {
+	case <-w.Ready():
+	default:
+		t.Fatal("a put after Ready was made did not signal it")
+	}
+	w.TakeSignal()
+	w.Close()
+	if !w.Signalled() {
+		t.Fatal("Close did not signal")
 	}
 }
