@@ -157,7 +157,6 @@ type watchWriter struct {
 	changes int    // changes in buf
 	ended   error  // the watch's end, taken from the core watch
 	broken  bool   // a write failed midway
-	pumped  bool   // on the pump: writes that would block are not made
 
 	kicked     atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
 	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
@@ -223,11 +222,11 @@ func (w *watchWriter) idle() {
 // that would wait, an end or a stop continues on a goroutine of the
 // watch's own.
 func (w *watchWriter) pumpStep() {
-	if !w.stopping() && w.ended == nil && !w.broken {
+	// A watch that ended or broke stays on its own goroutine until it
+	// finishes, so here only a stop needs looking at.
+	if !w.stopping() {
 		w.look()
-		w.pumped = true
-		err := w.writeReady()
-		w.pumped = false
+		err := w.writeReady(true)
 		if err == nil && w.ended == nil {
 			w.idle()
 			return
@@ -255,7 +254,7 @@ func (w *watchWriter) step() bool {
 		w.stop()
 		return true
 	default:
-		if err := w.writeReady(); err != nil {
+		if err := w.writeReady(false); err != nil {
 			w.broken = true
 			break
 		}
@@ -280,7 +279,7 @@ func (w *watchWriter) stop() {
 		return
 	}
 	// Draining: write what is ready, then end with draining.
-	if err := w.writeReady(); err != nil {
+	if err := w.writeReady(false); err != nil {
 		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
@@ -309,11 +308,13 @@ func (w *watchWriter) release() {
 
 // writeReady writes every item the watch has ready, several frames per
 // write, after the tail a stalled write left. It stops at the watch's end
-// (kept in ended). A failed write keeps what it did not write in buf.
-func (w *watchWriter) writeReady() error {
+// (kept in ended). A failed write keeps what it did not write in buf. With
+// try (on the pump) a write that would wait for the client's flow control
+// is not made: it fails with quic.ErrWouldBlock.
+func (w *watchWriter) writeReady(try bool) error {
 	limit := w.c.srv.cfg.EventBatchMaxBytes
 	if len(w.buf) > 0 {
-		if err := w.write(); err != nil {
+		if err := w.write(try); err != nil {
 			return err
 		}
 	}
@@ -332,28 +333,31 @@ func (w *watchWriter) writeReady() error {
 			w.ended = it.End
 		}
 		if len(w.buf) >= limit {
-			if err := w.write(); err != nil {
+			if err := w.write(try); err != nil {
 				return err
 			}
 		}
 	}
 	if len(w.buf) > 0 {
-		if err := w.write(); err != nil {
+		if err := w.write(try); err != nil {
 			return err
 		}
 	}
-	if cap(w.buf) > 4*limit {
+	if cap(w.buf) > keptWriteBuf { // a burst's storage, not kept for one change
 		w.buf = nil
 	}
 	return nil
 }
 
-// write writes buf. On the pump it writes all of it or, when that would
-// wait for the client's flow control, nothing (quic.ErrWouldBlock).
-func (w *watchWriter) write() error {
+// keptWriteBuf is the largest write buffer an idle watch keeps.
+const keptWriteBuf = 4 << 10
+
+// write writes buf: with try all of it or, when that would wait for the
+// client's flow control, nothing (quic.ErrWouldBlock).
+func (w *watchWriter) write(try bool) error {
 	var n int
 	var err error
-	if w.pumped {
+	if try {
 		if err = w.es.TryWriteAll(w.buf); err == nil {
 			n = len(w.buf)
 		}

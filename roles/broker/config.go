@@ -107,9 +107,10 @@ type Config struct {
 	// (512), FELIX_SUB_QUEUE_MAX_BYTES (64 MiB), FELIX_REPLAY_RING_MAX_BYTES
 	// (8 MiB), FELIX_SUB_QUEUE_POLICY (drop_new),
 	// FELIX_CACHE_WATCH_HISTORY_BYTES (4 MiB of recent changes per watched
-	// cache; 0 keeps none), FELIX_CACHE_WATCH_MAX_BYTES (1 MiB queued per
-	// cache watch), FELIX_CACHE_WATCH_MAX_BYTES_TOTAL (256 MiB queued over
-	// every cache watch).
+	// cache; 0 keeps none), FELIX_CACHE_WATCH_HISTORY_BYTES_TOTAL (256 MiB
+	// over every watched cache), FELIX_CACHE_WATCH_MAX_BYTES (1 MiB queued
+	// per cache watch), FELIX_CACHE_WATCH_MAX_BYTES_TOTAL (256 MiB queued
+	// over every cache watch).
 	Core core.Config
 	// Sched configures the publish scheduler: FELIX_PUB_QUEUE_DEPTH (512
 	// slots per tenant), FELIX_PUB_MAX_QUEUED (8192), FELIX_PUB_WORKERS

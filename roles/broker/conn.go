@@ -22,15 +22,13 @@ type connection struct {
 	ctx        context.Context // ends when the QUIC connection closes
 	acceptCtx  context.Context
 	stopAccept context.CancelFunc
-	flushCtx   context.Context // ends when subscriptions should flush and finish
-	flushSubs  context.CancelFunc
 
 	acceptWG sync.WaitGroup // the two accept loops
 	requests tracker        // control and ingress streams being served
 	writers  tracker        // subscription event writers
 	subs     atomic.Int64   // subscriptions held, at most MaxSubscriptionsPerConn
 	// flushing is set once writers must flush and finish (flushWriters):
-	// a flag the writers read on every step, where flushCtx costs a lock.
+	// a flag the writers read on every step.
 	flushing atomic.Bool
 
 	mu          sync.Mutex
@@ -38,7 +36,7 @@ type connection struct {
 	interrupted bool
 	// live are the subscription and watch writers to wake when they must
 	// flush (one set per connection instead of a registration per
-	// subscription on flushCtx). Guarded by mu.
+	// subscription). Guarded by mu.
 	live map[waker]struct{}
 	// streamIDs are the ids in use by the connection's event streams,
 	// subscriptions and cache watches alike: a client routes a stream by
@@ -67,7 +65,6 @@ func newConnection(s *Server, qc *quic.Conn, source string) *connection {
 		done:    make(chan struct{}),
 	}
 	c.acceptCtx, c.stopAccept = context.WithCancel(c.ctx)
-	c.flushCtx, c.flushSubs = context.WithCancel(c.ctx)
 	return c
 }
 
@@ -242,11 +239,10 @@ func (c *connection) flushSubscriptions(ctx context.Context) {
 	}
 }
 
-// flushWriters ends flushCtx and wakes every subscription writer, which
-// then writes what is queued and finishes.
+// flushWriters sets flushing and wakes every subscription and watch
+// writer, which then writes what is queued and finishes.
 func (c *connection) flushWriters() {
 	c.flushing.Store(true)
-	c.flushSubs()
 	c.mu.Lock()
 	ws := make([]waker, 0, len(c.live))
 	for w := range c.live {

@@ -335,7 +335,7 @@ func (w *eventWriter) flush() {
 // end closes the event stream: flushed when the connection is draining,
 // with an error frame when the stream was deleted, reset otherwise.
 func (w *eventWriter) end(err error) {
-	if w.kicked.Load() == nil && w.c.flushCtx.Err() != nil && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
+	if w.kicked.Load() == nil && w.c.flushing.Load() && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
 		w.flush()
 		return
 	}
