@@ -237,15 +237,26 @@ func TestCacheWatchShutdown(t *testing.T) {
 	if _, ok := w.msg().(*wire.CacheWatchState); !ok {
 		t.Fatal("no state")
 	}
-	done := make(chan wire.Message, 1)
+	for i := range 3 {
+		cachePut(s, "k", fmt.Sprint("v", i))
+	}
+	type last struct {
+		m    wire.Message
+		read int
+	}
+	done := make(chan last, 1)
 	go func() {
-		m, _ := w.lastFrame()
-		done <- m
+		m, read := w.lastFrame()
+		done <- last{m, read}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	e.srv.Shutdown(ctx)
-	expectCode(t, <-done, wire.CodeDraining)
+	got := <-done
+	expectCode(t, got.m, wire.CodeDraining)
+	if got.read != 3 {
+		t.Fatalf("the drain delivered %d of the 3 changes before its last frame", got.read)
+	}
 	if gs := brokerGoroutines(); len(gs) > 0 {
 		t.Fatalf("%d goroutines outlived Shutdown:\n%s", len(gs), strings.Join(gs, "\n\n"))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/roles/broker/sched"
@@ -66,6 +67,11 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	cancel()
 	if err := sw.reserveOwed(full); err == nil {
 		t.Fatal("a third answer slot was reserved")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	if err := sw.waitOwed(short); err == nil {
+		t.Fatal("waitOwed returned while two answers were owed")
 	}
 	sw.sendOwed([]byte("a"))
 	sw.cancelOwed()
