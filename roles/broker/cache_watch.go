@@ -3,8 +3,6 @@ package broker
 import (
 	"errors"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -31,7 +29,7 @@ func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 		cs.sendError(cs.subscriptionLimitError(), &m.RequestID)
 		return
 	}
-	w := &watchWriter{c: cs.c, key: c.Key(), withCodes: cs.withCodes(), who: cs.id}
+	w := &watchWriter{streamWriterState: streamWriterState{c: cs.c, who: cs.id}, key: c.Key(), withCodes: cs.withCodes()}
 	cw, info, err := c.Watch(core.CacheWatchOptions{Key: m.Key, Prefix: m.Prefix, Retained: m.Retained, From: m.FromOffset, Notify: w.wake})
 	if err != nil {
 		cs.c.releaseSub()
@@ -144,59 +142,29 @@ func (p *watchPump) run() {
 // only this watch; the core watch then ends lagged, and what was queued
 // before is still written first.
 type watchWriter struct {
-	c         *connection
-	es        *quic.SendStream
+	streamWriterState
 	cw        *core.CacheWatch
 	id        uint64
 	key       core.CacheKey
 	withCodes bool
-	who       *auth.Identity
 
 	// Owned by whoever holds running.
 	buf     []byte // frames not yet written (a stalled write leaves its tail)
 	changes int    // changes in buf
 	ended   error  // the watch's end, taken from the core watch
 	broken  bool   // a write failed midway
-
-	kicked     atomic.Pointer[wire.Error] // why the broker ended the watch; nil while it runs
-	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
-	armed      atomic.Bool                // start has run: wakes may queue it
-	running    atomic.Bool                // queued on the pump or owned by a goroutine
-	cleanup    []func()                   // undone by finish; set by start
 }
 
-// start arms the writer: it joins the connection's writers and the
-// principal's live streams, gets woken by the connection's drain and the
-// stream's end, and looks at what is already ready.
-func (w *watchWriter) start() {
-	w.c.writers.add(1)
-	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), onStreamEnd(w.es, &w.streamDone, w.wake)}
-	w.armed.Store(true)
-	w.wake()
-}
+// start arms the writer, which looks at what is already ready.
+func (w *watchWriter) start() { w.arm(w) }
 
 // wake queues the writer on the connection's pump unless it is queued or
 // running, or not armed yet. It never blocks: the core calls it from the
 // cache's writers.
 func (w *watchWriter) wake() {
-	if w.armed.Load() && w.running.CompareAndSwap(false, true) {
+	if w.claim() {
 		w.c.watchPump.add(w)
 	}
-}
-
-// kick ends the watch from outside (revocation): its last frame is err.
-// A write stalled by flow control gives up after endWriteTimeout.
-func (w *watchWriter) kick(err *wire.Error) {
-	if w.kicked.CompareAndSwap(nil, err) {
-		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-		w.wake()
-	}
-}
-
-// stopping reports whether the watch must end whatever is ready: the
-// broker kicked it, the connection is flushing, or the stream ended.
-func (w *watchWriter) stopping() bool {
-	return w.kicked.Load() != nil || w.c.flushing.Load() || w.streamDone.Load()
 }
 
 // pending reports whether the writer has work: the core watch signalled
@@ -291,13 +259,7 @@ func (w *watchWriter) stop() {
 
 // finish releases what the watch held; called once, by the goroutine that
 // ended it.
-func (w *watchWriter) finish() {
-	for _, undo := range w.cleanup {
-		undo()
-	}
-	w.release()
-	w.c.writers.done()
-}
+func (w *watchWriter) finish() { w.disarm(w.release) }
 
 // release ends the core watch and gives back what the watch held.
 func (w *watchWriter) release() {

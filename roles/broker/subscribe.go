@@ -40,7 +40,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 		return cs.subscriptionLimitError()
 	}
 	durable := sh.Durable()
-	w := &eventWriter{c: cs.c}
+	w := &eventWriter{streamWriterState: streamWriterState{c: cs.c}}
 	opts := core.SubscribeOptions{EndOnLag: durable && cs.features&wire.FeatureSubscriptionLagged != 0, Notify: w.wake}
 	if m.Start != nil {
 		opts.Start = *m.Start
@@ -128,64 +128,94 @@ func (cs *controlStream) eventFlags(durable bool) uint16 {
 // goroutine. A write blocked by the client's flow control stalls only this
 // subscription; the core queue's policy decides what happens upstream.
 type eventWriter struct {
-	c         *connection
-	es        *quic.SendStream
+	streamWriterState
 	sub       *core.Subscriber
 	id        uint64
 	key       core.StreamKey
 	flags     uint16
 	withCodes bool
 	lagged    bool // the client reads subscription_lagged
-	who       *auth.Identity
 	buf       []byte
 	broken    bool // a write failed, perhaps midway through a frame
-
-	kicked     atomic.Pointer[wire.Error] // why the broker ended the subscription; nil while it runs
-	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
-
-	armed    atomic.Bool // start has run: wakes may start a drain
-	running  atomic.Bool // a drain goroutine owns the stream (stays set once finished)
-	replayed bool        // the log replay is done; drain only
-	cleanup  []func()    // undone by finish; set by start
+	replayed  bool // the log replay is done; drain only
 }
 
-// start arms the writer: it joins the connection's writers and the
-// principal's live streams, gets woken by the connection's drain and the
-// stream's end, and starts a first drain for what is already queued.
+// start arms the writer and starts a first drain for what is already
+// queued.
 func (w *eventWriter) start() {
 	subscriptionsGauge.Inc()
-	w.c.writers.add(1)
-	w.cleanup = []func(){w.c.srv.streams.add(w.who, w.kick), w.c.addWriter(w), onStreamEnd(w.es, &w.streamDone, w.wake)}
-	w.armed.Store(true)
+	w.arm(w)
+}
+
+// streamWriterState is what a subscription's and a cache watch's event
+// writers share: their stream, whose it is, why they must stop, and the
+// flags that give the stream to one goroutine at a time.
+type streamWriterState struct {
+	c   *connection
+	es  *quic.SendStream
+	who *auth.Identity
+
+	kicked     atomic.Pointer[wire.Error] // why the broker ended the stream; nil while it runs
+	streamDone atomic.Bool                // the stream's context ended (the client or the connection)
+	armed      atomic.Bool                // arm has run: wakes may hand the stream on
+	running    atomic.Bool                // a goroutine, or the pump's queue, owns the stream
+	owner      waker                      // the writer, woken by kick
+	cleanup    []func()                   // undone by disarm; set by arm
+}
+
+// arm makes w live: it joins the connection's writers and the principal's
+// live streams, gets woken by the connection's drain and the stream's end,
+// and is woken once for what is already there.
+func (s *streamWriterState) arm(w waker) {
+	s.owner = w
+	s.c.writers.add(1)
+	stop := context.AfterFunc(s.es.Context(), func() {
+		s.streamDone.Store(true)
+		w.wake()
+	})
+	s.cleanup = []func(){s.c.srv.streams.add(s.who, s.kick), s.c.addWriter(w), func() { stop() }}
+	s.armed.Store(true)
 	w.wake()
 }
 
-// onStreamEnd sets ended and calls wake once the event stream's context
-// ends (the client stopped reading, or the connection closed); the
-// returned func stops watching it.
-func onStreamEnd(es *quic.SendStream, ended *atomic.Bool, wake func()) func() {
-	stop := context.AfterFunc(es.Context(), func() {
-		ended.Store(true)
-		wake()
-	})
-	return func() { stop() }
+// disarm undoes arm, then runs release (what the writer held) before
+// leaving the connection's writers; called once, by the goroutine that
+// ended the writer.
+func (s *streamWriterState) disarm(release func()) {
+	for _, undo := range s.cleanup {
+		undo()
+	}
+	release()
+	s.c.writers.done()
+}
+
+// claim reports whether a wake may hand the stream on: the writer is armed
+// and nothing owns the stream yet.
+func (s *streamWriterState) claim() bool {
+	return s.armed.Load() && s.running.CompareAndSwap(false, true)
+}
+
+// kick ends the stream from outside (revocation): the writer writes err
+// as its last frame. A write stalled by the client's flow control gives
+// up after endWriteTimeout.
+func (s *streamWriterState) kick(err *wire.Error) {
+	if s.kicked.CompareAndSwap(nil, err) {
+		s.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+		s.owner.wake()
+	}
+}
+
+// stopping reports whether the writer must end whatever is ready: the
+// broker kicked it, the connection is flushing, or the stream ended.
+func (s *streamWriterState) stopping() bool {
+	return s.kicked.Load() != nil || s.c.flushing.Load() || s.streamDone.Load()
 }
 
 // wake starts a drain unless one is running or the writer is not armed
 // yet. It never blocks: the core calls it from publishers.
 func (w *eventWriter) wake() {
-	if w.armed.Load() && w.running.CompareAndSwap(false, true) {
+	if w.claim() {
 		go w.drain()
-	}
-}
-
-// kick ends the subscription from outside: the writer writes err as the
-// event stream's last frame. A write stalled by the client's flow control
-// gives up after endWriteTimeout.
-func (w *eventWriter) kick(err *wire.Error) {
-	if w.kicked.CompareAndSwap(nil, err) {
-		w.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-		w.wake()
 	}
 }
 
@@ -226,12 +256,6 @@ func (w *eventWriter) pending() bool {
 	return items > 0 || w.sub.Err() != nil || w.stopping()
 }
 
-// stopping reports whether the subscription must end whatever is queued:
-// the broker kicked it, the connection is flushing, or the stream ended.
-func (w *eventWriter) stopping() bool {
-	return w.kicked.Load() != nil || w.c.flushing.Load() || w.streamDone.Load()
-}
-
 // step writes the log replay (once), then everything queued; it reports
 // whether the subscription is over (and its stream ended).
 func (w *eventWriter) step() bool {
@@ -267,14 +291,12 @@ func (w *eventWriter) step() bool {
 // finish releases what the subscription held; called once, by the drain
 // that ended it.
 func (w *eventWriter) finish() {
-	for _, undo := range w.cleanup {
-		undo()
-	}
-	w.sub.Close()
-	w.c.releaseStreamID(w.id)
-	w.c.releaseSub()
-	subscriptionsGauge.Dec()
-	w.c.writers.done()
+	w.disarm(func() {
+		w.sub.Close()
+		w.c.releaseStreamID(w.id)
+		w.c.releaseSub()
+		subscriptionsGauge.Dec()
+	})
 }
 
 // writeBatch writes env and whatever else is queued, up to the batch
