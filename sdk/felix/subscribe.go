@@ -188,7 +188,9 @@ func maybe(p *uint64) (uint64, bool) {
 }
 
 // Next returns the next event. It is cancel-safe: when ctx ends nothing is
-// lost and the next call gets the next event. After the connection dies or
+// lost and the next call gets the next event. Calls with the same ctx (or
+// one sharing its Done channel) share the arrangement that interrupts the
+// read; a fresh timeout per call pays for a new one each time. After the connection dies or
 // the event stream ends unasked, it returns the events already read
 // and then ErrSubscriptionLost; an error the broker sent on the stream ends
 // it with that *BrokerError, and a durable subscription whose broker queue
