@@ -16,19 +16,27 @@ type Claimed struct {
 	sh  *Shard
 	env *Envelope
 	app flog.Appended
+	// prev is closed once the claim before this one has finished (nil for
+	// a shard's first claim); done is closed when this one has. Each
+	// claim waits for its predecessor alone, so finishing N outstanding
+	// claims wakes N goroutines, not N per finished claim.
+	prev <-chan struct{}
+	done chan struct{}
 }
 
 // BaseOffset returns the offset of the batch's first record.
 func (c *Claimed) BaseOffset() uint64 { return c.env.BaseOffset }
 
 // Claim is the ordered half of a durable publish: it writes the batch to
-// the shard's log, which assigns its offsets. The caller claims one batch
-// at a time per shard, in the order batches must land (the broker's
-// publish lane does this), and then calls Finish on each claim, from any
-// goroutine. Claims that fail take no offsets, so a refusal leaves no
-// gap: a full disk is overloaded (reason storage_full), a log that failed
-// or did not recover is shard_unavailable.
+// the shard's log, which assigns its offsets. Claims on one shard are
+// serialized, and land in the order they are made (the broker's publish
+// lane makes them in publish order). The caller then calls Finish on each
+// claim, from any goroutine. Claims that fail take no offsets, so a
+// refusal leaves no gap: a full disk is overloaded (reason storage_full),
+// a log that failed or did not recover is shard_unavailable.
 func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
+	sh.claimMu.Lock()
+	defer sh.claimMu.Unlock()
 	if len(payloads) == 0 {
 		return nil, errEmptyBatch()
 	}
@@ -49,7 +57,9 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 		return nil, sh.appendError(err)
 	}
 	env := newEnvelope(&sh.stream.key, payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
-	return &Claimed{sh: sh, env: env, app: app}, nil
+	c := &Claimed{sh: sh, env: env, app: app, prev: sh.lastClaim, done: make(chan struct{})}
+	sh.lastClaim = c.done
+	return c, nil
 }
 
 // Durable reports whether the log already holds the claim as its fsync
@@ -67,11 +77,17 @@ func (c *Claimed) Durable() bool {
 // durable (an fsync failed) is not delivered and its error is returned.
 func (c *Claimed) Finish(ctx context.Context) error {
 	sh := c.sh
+	defer close(c.done)
 	werr := sh.log.Wait(context.Background(), c.app)
-	if err := sh.awaitTurn(c.env.BaseOffset); err != nil {
-		return err
+	if c.prev != nil {
+		<-c.prev
 	}
+	_ = sh.acquireTurn(context.Background())
 	defer sh.releaseTurn()
+	if sh.next != c.env.BaseOffset {
+		return wire.NewError(wire.CodeInternal, "offset %d of shard %d finished out of turn (completed tail %d)",
+			c.env.BaseOffset, sh.index, sh.next)
+	}
 	sh.advance(c.env.EndOffset())
 	if werr != nil {
 		// The ring must stay contiguous: drop it rather than leave a hole.
@@ -81,35 +97,12 @@ func (c *Claimed) Finish(ctx context.Context) error {
 	return sh.complete(ctx, c.env)
 }
 
-// awaitTurn takes the commit turn once every batch before base has been
-// completed.
-func (sh *Shard) awaitTurn(base uint64) error {
-	for {
-		_ = sh.acquireTurn(context.Background())
-		switch {
-		case sh.next == base:
-			return nil
-		case sh.next > base:
-			sh.releaseTurn()
-			return wire.NewError(wire.CodeInternal, "offset %d of shard %d completed twice", base, sh.index)
-		}
-		if sh.advC == nil {
-			sh.advC = make(chan struct{})
-		}
-		adv := sh.advC
-		sh.releaseTurn()
-		<-adv
-	}
-}
-
 // publishDurable is Publish on a durable shard: claim, wait and deliver in
 // one call, serialized on the shard so concurrent callers stay in order.
 // The broker claims and finishes separately so that concurrent publishes
 // share fsyncs.
 func (sh *Shard) publishDurable(ctx context.Context, payloads [][]byte, publisher string) (uint64, error) {
-	sh.claimMu.Lock()
 	c, err := sh.Claim(payloads, publisher)
-	sh.claimMu.Unlock()
 	if err != nil {
 		return 0, err
 	}

@@ -32,12 +32,12 @@ type Shard struct {
 	nextPub atomic.Uint64
 	// ring holds recent batches. Guarded by turnC.
 	ring replayRing
-	// advC is closed and replaced whenever next advances, waking durable
-	// completions waiting for their turn in offset order. Guarded by turnC.
-	advC chan struct{}
-
-	// claimMu serializes Publish's claims on a durable shard.
+	// claimMu serializes claims on a durable shard, so the log's offsets
+	// and the chain of claims agree.
 	claimMu sync.Mutex
+	// lastClaim is the done channel of the newest claim, which the next
+	// claim waits on before it finishes. Guarded by claimMu.
+	lastClaim chan struct{}
 	// log is the shard's segment log on a durable stream (nil otherwise,
 	// and nil when recovery refused it). Set before the shard is visible.
 	log *flog.Log
@@ -148,15 +148,10 @@ func (sh *Shard) complete(ctx context.Context, e *Envelope) error {
 	return sh.fanout(ctx, e)
 }
 
-// advance moves the completed tail to next and wakes completions waiting
-// for their turn. Caller holds the commit turn.
+// advance moves the completed tail to next. Caller holds the commit turn.
 func (sh *Shard) advance(next uint64) {
 	sh.next = next
 	sh.nextPub.Store(next)
-	if sh.advC != nil {
-		close(sh.advC)
-		sh.advC = nil
-	}
 }
 
 func (sh *Shard) fanout(ctx context.Context, e *Envelope) error {
