@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -115,4 +116,37 @@ func finishAll(b *testing.B, claims []*Claimed) {
 		})
 	}
 	wg.Wait()
+}
+
+// BenchmarkCacheWatchCloseAll opens 10,000 watches of one key and closes
+// them all in random order, as when the connections holding them go.
+// ns/op is per watch, opening included.
+func BenchmarkCacheWatchCloseAll(b *testing.B) {
+	const n = 10000
+	br := NewBroker(Config{CacheShards: 4})
+	defer br.Close()
+	if err := br.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
+		b.Fatal(err)
+	}
+	c, _ := br.Cache(CacheKey{"t", "ns", "c"})
+	ws := make([]*CacheWatch, 0, n)
+	rng := rand.New(rand.NewPCG(7, 8))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w, _, err := c.Watch(CacheWatchOptions{Key: "k"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+		if len(ws) == n {
+			rng.Shuffle(n, func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+			for _, w := range ws {
+				w.Close()
+			}
+			ws = ws[:0]
+		}
+	}
+	for _, w := range ws {
+		w.Close()
+	}
 }

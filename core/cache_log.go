@@ -203,13 +203,13 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 func (l *cacheLog) registerLocked(w *CacheWatch) {
 	w.registered = true
 	if w.prefix {
-		l.prefix = append(l.prefix, w)
+		l.prefix = appendWatch(l.prefix, w)
 		return
 	}
 	if l.keyed == nil {
 		l.keyed = map[string][]*CacheWatch{}
 	}
-	l.keyed[w.key] = append(l.keyed[w.key], w)
+	l.keyed[w.key] = appendWatch(l.keyed[w.key], w)
 }
 
 func (l *cacheLog) unregisterLocked(w *CacheWatch) {
@@ -228,17 +228,24 @@ func (l *cacheLog) unregisterLocked(w *CacheWatch) {
 	}
 }
 
-// without removes w from ws in place (order is not kept) and returns the
-// shorter slice.
+// appendWatch adds w to ws and records where.
+func appendWatch(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
+	w.slot = len(ws)
+	return append(ws, w)
+}
+
+// without removes w from ws in place, moving the last watch into its slot
+// (order is not kept), and returns the shorter slice. It costs O(1), so
+// closing every watch of a key costs O(watches).
 func without(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
-	for i, x := range ws {
-		if x == w {
-			last := len(ws) - 1
-			ws[i], ws[last] = ws[last], nil
-			return ws[:last]
-		}
+	i, last := w.slot, len(ws)-1
+	if i > last || ws[i] != w {
+		panic("core: cache watch not at its registry slot")
 	}
-	return ws
+	ws[i] = ws[last]
+	ws[i].slot = i
+	ws[last] = nil
+	return ws[:last]
 }
 
 // close ends every watch of a removed cache with err and refuses later

@@ -80,7 +80,11 @@ type CacheWatch struct {
 	signalled atomic.Bool
 	readyC    atomic.Pointer[chan struct{}]
 
-	registered bool // in the cache's registry; guarded by the cache's logMu
+	// registered says the watch is in the cache's registry, at index slot
+	// of its key's list (or of the prefix list). Both are guarded by the
+	// cache's logMu.
+	registered bool
+	slot       int
 
 	mu sync.Mutex
 	// initial are the retained values or history changes, delivered

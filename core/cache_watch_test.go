@@ -663,3 +663,48 @@ func TestCacheWatchSignalAndQueueStorage(t *testing.T) {
 		t.Fatal("Close did not signal")
 	}
 }
+
+// Watches closed in any order leave every other watch of their key (or
+// prefix) registered and delivering, and the registry empty at the end.
+func TestCacheWatchesClosedInAnyOrderKeepTheRest(t *testing.T) {
+	_, c := newWatchCache(t, Config{})
+	var ws []*CacheWatch
+	for i := range 60 {
+		opts := CacheWatchOptions{Key: "k"}
+		if i%4 == 0 {
+			opts = CacheWatchOptions{Key: "k", Prefix: true}
+		}
+		w, _ := mustWatch(t, c, opts)
+		ws = append(ws, w)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	for round := 0; len(ws) > 0; round++ {
+		n := min(len(ws), 1+rng.IntN(9))
+		for _, w := range ws[:n] {
+			w.Close()
+		}
+		closed := ws[:n]
+		ws = ws[n:]
+		if err := c.Put("k", []byte(fmt.Sprint(round)), 0, testNow); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			var got watchLog
+			drainWatch(w, &got)
+			if len(got.changes) != 1 || string(got.changes[0].Value) != fmt.Sprint(round) {
+				t.Fatalf("round %d: an open watch got %d changes", round, len(got.changes))
+			}
+		}
+		for _, w := range closed {
+			if w.registered {
+				t.Fatalf("round %d: a closed watch is still registered", round)
+			}
+		}
+	}
+	c.log.logMu.Lock()
+	defer c.log.logMu.Unlock()
+	if len(c.log.keyed) != 0 || len(c.log.prefix) != 0 {
+		t.Fatalf("registry not empty: %d keys, %d prefix watches", len(c.log.keyed), len(c.log.prefix))
+	}
+}
