@@ -229,6 +229,62 @@ func TestCacheWatchEnds(t *testing.T) {
 	e.waitSubs(0) // both watches gave their place back
 }
 
+// A watch whose write waits for the client's flow control still ends when
+// its token is revoked, and gives its place back, though the client has
+// read nothing: the kick's write deadline (endWriteTimeout, 5 s) ends the
+// stalled write.
+func TestCacheWatchStalledByFlowControlEndsOnRevoke(t *testing.T) {
+	cfg := testConfig()
+	cfg.Core.CacheWatchMaxBytes = 8 << 20 // never lags here
+	e := startEnv(t, cfg)
+	qc := e.dial(16 << 10)
+	s := e.authed(qc, 0, allFeatures, cacheAll)
+	issued, exp := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	alice := e.authAs(qc, e.tokenAs("alice", testTenant, issued, exp, userPerms...))
+	aw, _ := e.watch(qc, alice, &wire.CacheWatch{Key: "k", RequestID: 1})
+	value := strings.Repeat("x", 1000)
+	const n = 200 // ~200 KB of changes against a 16 KiB stream window
+	for i := range n {
+		cachePut(s, "k", fmt.Sprint(i, value))
+	}
+	// Wait until the writer has stopped on flow control: what the watch
+	// still holds stops shrinking.
+	held := func() float64 { return metricValue("felix_cache_watch_queued_bytes") }
+	for prev := -1.0; ; time.Sleep(50 * time.Millisecond) {
+		cur := held()
+		if cur > 0 && cur == prev {
+			break
+		}
+		prev = cur
+	}
+	e.src.revoke(wire.Revocation{TenantID: testTenant, Subject: "alice", RevokedBefore: time.Now().Unix()})
+	e.waitSubs(0)
+	// The client sees some changes, then the stream ends: with the revoked
+	// frame, or reset if the end could not be written in time.
+	read := 0
+	for {
+		f, err := aw.next()
+		if err != nil {
+			break
+		}
+		m, err := wire.ParseMessage(f.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.(*wire.CacheChange); !ok {
+			expectCode(t, m, wire.CodeRevoked)
+			if _, err := aw.next(); err != io.EOF {
+				t.Fatalf("after the revoked frame: %v, want EOF", err)
+			}
+			break
+		}
+		read++
+	}
+	if read >= n {
+		t.Fatalf("read all %d changes: the write never stalled", read)
+	}
+}
+
 func TestCacheWatchShutdown(t *testing.T) {
 	e := startEnv(t, testConfig())
 	qc := e.dial(0)
