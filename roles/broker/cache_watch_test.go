@@ -250,10 +250,14 @@ func TestCacheWatchStalledByFlowControlEndsOnRevoke(t *testing.T) {
 	// Wait until the writer has stopped on flow control: what the watch
 	// still holds stops shrinking.
 	held := func() float64 { return metricValue("felix_cache_watch_queued_bytes") }
+	deadline := time.Now().Add(10 * time.Second)
 	for prev := -1.0; ; time.Sleep(50 * time.Millisecond) {
 		cur := held()
 		if cur > 0 && cur == prev {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch's writer never stalled (%v bytes held)", cur)
 		}
 		prev = cur
 	}
