@@ -150,3 +150,35 @@ func BenchmarkCacheWatchCloseAll(b *testing.B) {
 		w.Close()
 	}
 }
+
+// BenchmarkSubscribeCloseAll registers 10,000 subscribers on one shard,
+// then closes them in random order, as a reconnect storm does. ns/op is
+// per subscriber, both halves included.
+func BenchmarkSubscribeCloseAll(b *testing.B) {
+	const n = 10000
+	br := NewBroker(Config{})
+	defer br.Close()
+	br.ApplyStream(wire.StreamSpec{TenantID: "t", Namespace: "n", Stream: "s"})
+	st, _ := br.Stream(StreamKey{"t", "n", "s"})
+	sh, _ := st.Shard(0)
+	subs := make([]*Subscriber, 0, n)
+	rng := rand.New(rand.NewPCG(9, 10))
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := sh.Subscribe(SubscribeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		subs = append(subs, s)
+		if len(subs) == n {
+			rng.Shuffle(n, func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
+			for _, s := range subs {
+				s.Close()
+			}
+			subs = subs[:0]
+		}
+	}
+	for _, s := range subs {
+		s.Close()
+	}
+}

@@ -38,6 +38,31 @@ func (sh *Shard) check() error {
 	if sh.nextPub.Load() != sh.next {
 		return fmt.Errorf("published next %d, next %d", sh.nextPub.Load(), sh.next)
 	}
+	return sh.checkRegistry()
+}
+
+// checkRegistry checks the subscriber registry: the snapshot is subs,
+// gone counts the entries that left, live the rest, and compaction keeps
+// the departed at most half.
+func (sh *Shard) checkRegistry() error {
+	sh.subsMu.Lock()
+	defer sh.subsMu.Unlock()
+	snap := *sh.snapshot.Load()
+	if len(snap) != len(sh.subs) || (len(snap) > 0 && &snap[0] != &sh.subs[0]) {
+		return fmt.Errorf("snapshot of %d is not the registry of %d", len(snap), len(sh.subs))
+	}
+	left := 0
+	for _, s := range sh.subs {
+		if !s.registered {
+			left++
+		}
+	}
+	if left != sh.gone || int64(len(sh.subs)-left) != sh.live.Load() {
+		return fmt.Errorf("registry of %d: %d left, gone %d, live %d", len(sh.subs), left, sh.gone, sh.live.Load())
+	}
+	if sh.gone*2 > len(sh.subs) {
+		return fmt.Errorf("%d of %d subscribers left and were not compacted away", sh.gone, len(sh.subs))
+	}
 	return nil
 }
 

@@ -47,11 +47,17 @@ type Shard struct {
 
 	// closed is set once, under subsMu, when the stream goes away.
 	closed atomic.Bool
-	// subsMu guards subs and the writes of snapshot.
+	// subsMu guards subs, gone and the writes of snapshot.
 	subsMu sync.Mutex
-	// subs are the registered subscribers in registration order.
-	// Invariant: snapshot always holds a copy of subs.
+	// subs are the registered subscribers in registration order, and
+	// (gone of them) subscribers that left since the last compaction.
+	// subs only grows by append and a compaction builds a new array, so
+	// the prefix a snapshot holds never changes under a publisher, and
+	// neither registering nor leaving copies the registry.
+	// Invariant: snapshot holds subs[:len(subs)].
 	subs     []*Subscriber
+	gone     int
+	live     atomic.Int64
 	snapshot atomic.Pointer[[]*Subscriber]
 }
 
@@ -77,7 +83,7 @@ func (sh *Shard) Stream() *Stream { return sh.stream }
 func (sh *Shard) NextOffset() uint64 { return sh.nextPub.Load() }
 
 // Subscribers returns how many subscribers are registered.
-func (sh *Shard) Subscribers() int { return len(*sh.snapshot.Load()) }
+func (sh *Shard) Subscribers() int { return int(sh.live.Load()) }
 
 func (sh *Shard) acquireTurn(ctx context.Context) error {
 	select {

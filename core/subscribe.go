@@ -108,30 +108,48 @@ func (sh *Shard) register(s *Subscriber) bool {
 	if sh.closed.Load() {
 		return false
 	}
+	s.registered = true
 	sh.subs = append(sh.subs, s)
+	sh.live.Add(1)
 	sh.publishSnapshotLocked()
 	return true
 }
 
-// unregister removes s if it is still registered.
+// unregister removes s if it is still registered. It is called once s's
+// queue has ended, so until a compaction drops s from the registry a
+// publisher's push to it is refused at once (queue ended) and counts no
+// drop. The registry is compacted when more than half of it has gone,
+// which keeps leaving O(1) amortized.
 func (sh *Shard) unregister(s *Subscriber) {
 	sh.subsMu.Lock()
 	defer sh.subsMu.Unlock()
-	for i, x := range sh.subs {
-		if x == s {
-			sh.subs = append(sh.subs[:i:i], sh.subs[i+1:]...)
-			sh.publishSnapshotLocked()
-			return
+	if !s.registered {
+		return
+	}
+	s.registered = false
+	sh.gone++
+	sh.live.Add(-1)
+	if sh.gone*2 <= len(sh.subs) {
+		return
+	}
+	var kept []*Subscriber
+	if n := len(sh.subs) - sh.gone; n > 0 {
+		kept = make([]*Subscriber, 0, n)
+		for _, x := range sh.subs {
+			if x.registered {
+				kept = append(kept, x)
+			}
 		}
 	}
+	sh.subs, sh.gone = kept, 0
+	sh.publishSnapshotLocked()
 }
 
-// publishSnapshotLocked stores a fresh copy of subs for publishers; the
-// previous snapshot is never modified, so a fanout in progress keeps a
-// consistent view.
+// publishSnapshotLocked publishes subs to publishers. It shares subs's
+// array: register only appends past every published prefix, and a
+// compaction or close replaces the array rather than changing it.
 func (sh *Shard) publishSnapshotLocked() {
-	snap := make([]*Subscriber, len(sh.subs))
-	copy(snap, sh.subs)
+	snap := sh.subs[:len(sh.subs):len(sh.subs)]
 	sh.snapshot.Store(&snap)
 }
 
@@ -142,7 +160,11 @@ func (sh *Shard) close(err error, discard bool) {
 	sh.subsMu.Lock()
 	sh.closed.Store(true)
 	subs := sh.subs
-	sh.subs = nil
+	for _, s := range subs {
+		s.registered = false
+	}
+	sh.subs, sh.gone = nil, 0
+	sh.live.Store(0)
 	sh.publishSnapshotLocked()
 	sh.subsMu.Unlock()
 	for _, s := range subs {

@@ -30,6 +30,9 @@ type Subscriber struct {
 	replayFrom, replayTo uint64
 	// endOnLag ends the subscriber with *LaggedError at its first drop.
 	endOnLag bool
+	// registered says s is in its shard's registry and has not left;
+	// guarded by the shard's subsMu.
+	registered bool
 }
 
 func newSubscriber(sh *Shard, capacity int, maxBytes int64, notify func()) *Subscriber {
