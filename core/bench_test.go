@@ -122,63 +122,61 @@ func finishAll(b *testing.B, claims []*Claimed) {
 // them all in random order, as when the connections holding them go.
 // ns/op is per watch, opening included.
 func BenchmarkCacheWatchCloseAll(b *testing.B) {
-	const n = 10000
 	br := NewBroker(Config{CacheShards: 4})
 	defer br.Close()
 	if err := br.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
 		b.Fatal(err)
 	}
 	c, _ := br.Cache(CacheKey{"t", "ns", "c"})
-	ws := make([]*CacheWatch, 0, n)
-	rng := rand.New(rand.NewPCG(7, 8))
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
+	openThenCloseAll(b, func() (func(), error) {
 		w, _, err := c.Watch(CacheWatchOptions{Key: "k"})
 		if err != nil {
-			b.Fatal(err)
+			return nil, err
 		}
-		ws = append(ws, w)
-		if len(ws) == n {
-			rng.Shuffle(n, func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-			for _, w := range ws {
-				w.Close()
-			}
-			ws = ws[:0]
-		}
-	}
-	for _, w := range ws {
-		w.Close()
-	}
+		return w.Close, nil
+	})
 }
 
 // BenchmarkSubscribeCloseAll registers 10,000 subscribers on one shard,
 // then closes them in random order, as a reconnect storm does. ns/op is
 // per subscriber, both halves included.
 func BenchmarkSubscribeCloseAll(b *testing.B) {
-	const n = 10000
 	br := NewBroker(Config{})
 	defer br.Close()
 	br.ApplyStream(wire.StreamSpec{TenantID: "t", Namespace: "n", Stream: "s"})
 	st, _ := br.Stream(StreamKey{"t", "n", "s"})
 	sh, _ := st.Shard(0)
-	subs := make([]*Subscriber, 0, n)
-	rng := rand.New(rand.NewPCG(9, 10))
+	openThenCloseAll(b, func() (func(), error) {
+		s, err := sh.Subscribe(SubscribeOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return s.Close, nil
+	})
+}
+
+// openThenCloseAll opens one thing per op; every 10,000 it closes them
+// all in random order.
+func openThenCloseAll(b *testing.B, open func() (closeIt func(), err error)) {
+	const n = 10000
+	closers := make([]func(), 0, n)
+	rng := rand.New(rand.NewPCG(7, 8))
+	closeAll := func() {
+		rng.Shuffle(len(closers), func(i, j int) { closers[i], closers[j] = closers[j], closers[i] })
+		for _, c := range closers {
+			c()
+		}
+		closers = closers[:0]
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := sh.Subscribe(SubscribeOptions{})
+		c, err := open()
 		if err != nil {
 			b.Fatal(err)
 		}
-		subs = append(subs, s)
-		if len(subs) == n {
-			rng.Shuffle(n, func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
-			for _, s := range subs {
-				s.Close()
-			}
-			subs = subs[:0]
+		if closers = append(closers, c); len(closers) == n {
+			closeAll()
 		}
 	}
-	for _, s := range subs {
-		s.Close()
-	}
+	closeAll()
 }
