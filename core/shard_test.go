@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -209,44 +210,55 @@ func TestEarliestSubscribeIsGapFree(t *testing.T) {
 }
 
 // Subscribers leaving in any order, interleaved with new ones, leave the
-// rest registered and receiving; one that left gets nothing more and
-// counts no drop, and the registry stays compact.
+// rest registered and receiving; one that left gets nothing more, counts
+// no drop and, though its one-slot queue was full when it left, never
+// holds up a Block publisher. The registry stays compact.
 func TestSubscribersLeaveInAnyOrder(t *testing.T) {
-	_, st := newTestStream(t, Config{}, 1, "drop_new")
-	sh := shard0(t, st)
-	rng := rand.New(rand.NewPCG(11, 12))
-	var open, left []*Subscriber
-	for round := range 40 {
-		for range rng.IntN(12) {
-			open = append(open, subscribe(t, sh, SubscribeOptions{}))
-		}
-		rng.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
-		n := rng.IntN(len(open)/2 + 1)
-		for _, s := range open[:n] {
-			s.Close()
-		}
-		left = append(left, open[:n]...)
-		open = open[n:]
-		if err := sh.check(); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		if sh.Subscribers() != len(open) {
-			t.Fatalf("round %d: %d subscribers, want %d", round, sh.Subscribers(), len(open))
-		}
-		publish(t, sh, payloads(1, fmt.Sprint(round)))
-		for i, s := range open {
-			e, ok := s.q.pop()
-			if !ok || string(e.Payloads[0]) != fmt.Sprint(round, "-0") {
-				t.Fatalf("round %d: open subscriber %d did not get the batch", round, i)
+	for _, policy := range []string{"drop_new", "block"} {
+		t.Run(policy, func(t *testing.T) {
+			_, st := newTestStream(t, Config{SubQueueCapacity: 1}, 1, policy)
+			sh := shard0(t, st)
+			rng := rand.New(rand.NewPCG(11, 12))
+			var open, left []*Subscriber
+			for round := range 40 {
+				for range rng.IntN(12) {
+					open = append(open, subscribe(t, sh, SubscribeOptions{}))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := sh.Publish(ctx, payloads(1, fmt.Sprint(round)), "test")
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: publish: %v", round, err)
+				}
+				// Some leave with the batch still queued, the rest take it.
+				rng.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
+				n := rng.IntN(len(open)/2 + 1)
+				for _, s := range open[:n] {
+					s.Close()
+				}
+				left = append(left, open[:n]...)
+				open = open[n:]
+				for i, s := range open {
+					e, ok := s.q.pop()
+					if !ok || string(e.Payloads[0]) != fmt.Sprint(round, "-0") {
+						t.Fatalf("round %d: open subscriber %d did not get the batch", round, i)
+					}
+				}
+				if err := sh.check(); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if sh.Subscribers() != len(open) {
+					t.Fatalf("round %d: %d subscribers, want %d", round, sh.Subscribers(), len(open))
+				}
 			}
-		}
-	}
-	for _, s := range left {
-		if s.Dropped() != 0 {
-			t.Fatal("a subscriber that left counted a drop")
-		}
-		if _, ok := s.q.pop(); ok {
-			t.Fatal("a subscriber that left got a batch")
-		}
+			for _, s := range left {
+				if s.Dropped() != 0 {
+					t.Fatal("a subscriber that left counted a drop")
+				}
+				if _, ok := s.q.pop(); ok {
+					t.Fatal("a subscriber that left still holds a batch")
+				}
+			}
+		})
 	}
 }
