@@ -1,7 +1,9 @@
 package core
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,14 +92,19 @@ type CacheWatch struct {
 	// initial are the retained values or history changes, delivered
 	// before anything else and not counted against maxBytes.
 	initial  []*CacheChange
-	scanning bool             // the retained scan runs: state and queue wait
-	state    *CacheWatchState // to deliver after initial
-	queue    []*CacheChange   // live changes; the live part is queue[qhead:]
-	qhead    int
-	queued   int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
-	end      error // why the watch ended, delivered after the queue
-	endSent  bool
-	closed   bool
+	scanning bool // the retained scan runs: state and queue wait
+	// pending is, while the retained scan runs, the last change to each
+	// matching key since it started (counted in queued); overflowed says
+	// they passed the bound and were let go, so the scan runs again.
+	pending    map[string]*CacheChange
+	overflowed bool
+	state      *CacheWatchState // to deliver after initial
+	queue      []*CacheChange   // live changes; the live part is queue[qhead:]
+	qhead      int
+	queued     int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
+	end        error // why the watch ended, delivered after the queue
+	endSent    bool
+	closed     bool
 }
 
 // Watch starts a watch. A From past the cache's next offset is refused
@@ -142,40 +149,160 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 		if now.IsZero() {
 			now = time.Now()
 		}
-		c.scanInto(w, info.Next, now.UnixNano())
+		info.Next = c.snapshotInto(w, now.UnixNano())
 	}
 	return w, info, nil
 }
 
-// scanInto gives w the current value of each matching live key written
-// before head (later writes reach it as changes), one shard lock at a
-// time, then its state item.
-func (c *Cache) scanInto(w *CacheWatch, head uint64, now int64) {
-	var vals []*CacheChange
-	scan := func(s *cacheShard) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for k, e := range s.m {
-			if e.offset < head && !e.expired(now) && w.matches(k) {
-				vals = append(vals, &CacheChange{Offset: e.offset, Op: wire.CacheOpPut, Key: k, Value: e.value, ExpiresAt: e.expiresAt, Retained: true})
+// scanTries is how many times a retained start reads the lock shards
+// while writes go on before it reads them all with every lock held.
+const scanTries = 3
+
+// snapshotInto gives a retained watch (registered, scanning) the current
+// value of each matching key at one offset, which it returns, then its
+// state item; every change from that offset on is queued after them.
+//
+// The lock shards are read one at a time while writes go on. Meanwhile
+// the watch collects the last change to each matching key (collect), so
+// the values at the offset the read ends at are what the shards held,
+// overridden by those changes: a key written after its shard was read
+// has its latest write, and one written before has what the read saw.
+// A read whose collected changes pass the watch's bound starts again;
+// after scanTries it holds every lock shard, which no write can pass.
+// Expired entries the read comes across are removed as expiries (which
+// the watch collects like any write), so no value it delivers had
+// already expired at now.
+func (c *Cache) snapshotInto(w *CacheWatch, now int64) uint64 {
+	l := &c.log
+	for try := 1; ; try++ {
+		locked := try > scanTries
+		if locked {
+			for i := range c.shards {
+				c.shards[i].mu.Lock()
 			}
 		}
-	}
-	if w.prefix {
-		for i := range c.shards {
-			scan(&c.shards[i])
+		if try > 1 {
+			w.mu.Lock()
+			w.restartCollectLocked()
+			w.mu.Unlock()
 		}
-	} else {
-		scan(c.shard(w.key))
+		vals := map[string]*CacheChange{}
+		if w.prefix {
+			for i := range c.shards {
+				c.scanShard(&c.shards[i], w, now, vals, locked)
+				if afterShardScan != nil {
+					afterShardScan(try, locked)
+				}
+			}
+		} else {
+			c.scanShard(c.shard(w.key), w, now, vals, locked)
+		}
+		l.logMu.Lock()
+		w.mu.Lock()
+		if w.overflowed && !locked {
+			w.mu.Unlock()
+			l.logMu.Unlock()
+			continue
+		}
+		head := l.next
+		for k, ch := range w.pending {
+			if ch.Op == wire.CacheOpPut {
+				vals[k] = retainedValue(k, ch.Offset, ch.Value, ch.ExpiresAt)
+			} else {
+				delete(vals, k)
+			}
+		}
+		w.restartCollectLocked()
+		w.pending, w.scanning = nil, false
+		if !w.closed {
+			w.initial = sortedByOffset(vals)
+			w.state = &CacheWatchState{Offset: head, Count: uint64(len(vals))}
+		}
+		w.mu.Unlock()
+		l.logMu.Unlock()
+		if locked {
+			for i := range c.shards {
+				c.shards[i].mu.Unlock()
+			}
+		}
+		w.signal()
+		return head
 	}
-	w.mu.Lock()
-	if !w.closed {
-		w.initial = append(w.initial, vals...)
-		w.state = &CacheWatchState{Offset: head, Count: uint64(len(vals))}
+}
+
+// afterShardScan, when set (by tests), runs after each lock shard a
+// retained prefix start reads.
+var afterShardScan func(try int, locked bool)
+
+// scanShard adds the matching live entries of s to vals, removing expired
+// ones as expiries. With held the caller holds s's lock.
+func (c *Cache) scanShard(s *cacheShard, w *CacheWatch, now int64, vals map[string]*CacheChange, held bool) {
+	if !held {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 	}
-	w.scanning = false
-	w.mu.Unlock()
-	w.signal()
+	add := func(k string, e cacheEntry) {
+		if e.expired(now) {
+			c.removeLocked(s, k, e, wire.CacheOpExpire)
+			return
+		}
+		vals[k] = retainedValue(k, e.offset, e.value, e.expiresAt)
+	}
+	if !w.prefix {
+		if e, ok := s.m[w.key]; ok {
+			add(w.key, e)
+		}
+		return
+	}
+	for k, e := range s.m {
+		if w.matches(k) {
+			add(k, e)
+		}
+	}
+}
+
+func retainedValue(key string, offset uint64, value []byte, expiresAt int64) *CacheChange {
+	return &CacheChange{Offset: offset, Op: wire.CacheOpPut, Key: key, Value: value, ExpiresAt: expiresAt, Retained: true}
+}
+
+// sortedByOffset returns the values in write order.
+func sortedByOffset(vals map[string]*CacheChange) []*CacheChange {
+	out := make([]*CacheChange, 0, len(vals))
+	for _, v := range vals {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b *CacheChange) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out
+}
+
+// collectLocked keeps ch, a change made while the retained scan runs, as
+// the last change to its key (w.mu is held). Past the watch's bound (or
+// the broker's) it lets everything collected go and marks the scan
+// overflowed, to be run again.
+func (w *CacheWatch) collectLocked(ch *CacheChange) {
+	if w.overflowed {
+		return
+	}
+	env := w.c.log.env
+	if w.pending == nil {
+		w.pending = map[string]*CacheChange{}
+	}
+	if old, ok := w.pending[ch.Key]; ok {
+		w.releaseLocked(old.size())
+	}
+	w.pending[ch.Key] = ch
+	size := ch.size()
+	w.queued += size
+	if total := env.total.Add(size); w.queued > w.maxBytes || total > env.maxTotal {
+		w.restartCollectLocked()
+		w.overflowed = true
+	}
+}
+
+// restartCollectLocked drops what collectLocked kept (w.mu is held).
+func (w *CacheWatch) restartCollectLocked() {
+	w.releaseLocked(w.queued)
+	w.pending, w.overflowed = nil, false
 }
 
 // ID returns the watch's process-unique id.
@@ -231,6 +358,11 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 	env := w.c.log.env
 	w.mu.Lock()
 	if w.closed || w.end != nil {
+		w.mu.Unlock()
+		return true
+	}
+	if w.scanning {
+		w.collectLocked(ch)
 		w.mu.Unlock()
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,6 +320,15 @@ func checkModelWatch(t *testing.T, c *Cache, m *modelWatch, ref []*CacheChange) 
 	for _, v := range m.log.initial {
 		if b, ok := before[v.Key]; !ok || b.value != string(v.Value) || b.offset != v.Offset {
 			t.Fatalf("%s: value %s, the key held %+v (%v) at the start", name, descChange(v), b, ok)
+		}
+	}
+	if len(m.log.initial) != len(before) {
+		got := map[string]kv{}
+		apply(got, m.log.initial...)
+		for k, b := range before {
+			if _, ok := got[k]; !ok {
+				t.Fatalf("%s: no value for %s, which held %+v at offset %d", name, k, b, m.log.state.Offset)
+			}
 		}
 	}
 	if m.complete {
@@ -706,5 +716,173 @@ func TestCacheWatchesClosedInAnyOrderKeepTheRest(t *testing.T) {
 	defer c.log.logMu.Unlock()
 	if len(c.log.keyed) != 0 || len(c.log.prefix) != 0 {
 		t.Fatalf("registry not empty: %d keys, %d prefix watches", len(c.log.keyed), len(c.log.prefix))
+	}
+}
+
+// TestCacheWatchRetainedStateUnderWriters opens retained watches, key and
+// prefix, while writers put, delete and expire keys, and checks that each
+// watch's values are exactly the keys that held a value at its state's
+// offset (none missing, none extra, each with the value it held), and
+// that its changes are exactly those from that offset on. Each writer owns
+// two keys under the watched prefix and writes them in turn; a thousand
+// keys under another prefix make each scan long enough that writes land
+// during it.
+func TestCacheWatchRetainedStateUnderWriters(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheShards: 16, CacheWatchMaxBytes: 64 << 20})
+	for i := range 1000 {
+		if err := c.Put(fmt.Sprint("filler-", i), []byte("x"), 0, testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	early := c.log.next - 1
+	ref, refInfo := mustWatch(t, c, CacheWatchOptions{Prefix: true})
+	var clock atomic.Int64
+	now := func() time.Time { return testNow.Add(time.Duration(clock.Load()) * time.Millisecond) }
+	const writers, writes = 8, 400
+	var refLog watchLog
+	done := make(chan struct{})
+	refDone := make(chan struct{})
+	go func() {
+		defer close(refDone)
+		for {
+			select {
+			case <-ref.Ready():
+				drainWatch(ref, &refLog)
+			case <-done:
+				drainWatch(ref, &refLog)
+				return
+			}
+		}
+	}()
+	var wg, watchers sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := range writes {
+				k := fmt.Sprintf("w/%d-%d", g, i%2)
+				switch r := rng.IntN(10); {
+				case r < 6:
+					if err := c.Put(k, []byte(fmt.Sprint(i)), 0, now()); err != nil {
+						t.Error(err)
+						return
+					}
+				case r < 8:
+					if err := c.Put(k, []byte(fmt.Sprint(i)), time.Millisecond, now()); err != nil {
+						t.Error(err)
+						return
+					}
+				case r < 9:
+					c.Delete(k, now())
+				default:
+					clock.Add(1) // what a ttl'd put holds has now expired
+				}
+			}
+		}()
+	}
+	var mu sync.Mutex
+	var all []*modelWatch
+	filters := []CacheWatchOptions{{Key: "w/", Prefix: true}, {Key: "w/3-", Prefix: true}, {Key: "w/5-1"}}
+	for g := range 64 {
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			m := &modelWatch{opts: filters[g%len(filters)]}
+			if g%4 == 3 { // older than the history: a resnapshot
+				m.opts.From = &early
+			} else {
+				m.opts.Retained = true
+			}
+			m.opts.Now = now()
+			w, info, err := c.Watch(m.opts)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer w.Close()
+			m.info, m.start = info, info.Next
+			mu.Lock()
+			all = append(all, m)
+			mu.Unlock()
+			for {
+				select {
+				case <-w.Ready():
+					drainWatch(w, &m.log)
+				case <-done:
+					drainWatch(w, &m.log)
+					m.complete = true
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.Sweep(now().Add(time.Hour))
+	close(done)
+	watchers.Wait()
+	<-refDone
+	for i, ch := range refLog.changes {
+		if ch.Offset != refInfo.Next+uint64(i) {
+			t.Fatalf("reference change %d has offset %d, want %d", i, ch.Offset, refInfo.Next+uint64(i))
+		}
+	}
+	for _, m := range all {
+		if m.opts.From != nil && !m.info.Resnapshot {
+			t.Fatalf("a watch from %d, older than the history, was no resnapshot", *m.opts.From)
+		}
+		checkModelWatch(t, c, m, refLog.changes)
+	}
+}
+
+// TestCacheWatchRetainedScanOverflowRunsAgain writes during a retained
+// prefix start's read of the lock shards, more than the watch's bound
+// each time, so every unlocked read overflows and the last one runs with
+// every lock shard held; the values must still be those at the state's
+// offset, and the changes those after it.
+func TestCacheWatchRetainedScanOverflowRunsAgain(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheShards: 4})
+	for i := range 8 {
+		c.Put(fmt.Sprint("k", i), []byte("start"), 0, testNow)
+	}
+	c.Put("gone", []byte("x"), 0, testNow)
+	c.Put("ttl", []byte("x"), time.Second, testNow)
+	one := (&CacheChange{Key: "k0", Value: []byte("write-00")}).size()
+	var tries []string
+	n := 0
+	afterShardScan = func(try int, locked bool) {
+		tries = append(tries, fmt.Sprint(try, locked))
+		if locked {
+			return // a write now would wait for the read
+		}
+		for range 3 {
+			n++
+			c.Put(fmt.Sprint("k", n%8), []byte(fmt.Sprintf("write-%02d", n)), 0, testNow)
+		}
+		c.Delete("gone", testNow)
+	}
+	t.Cleanup(func() { afterShardScan = nil })
+	w, info := mustWatch(t, c, CacheWatchOptions{Prefix: true, Retained: true, MaxBytes: 4 * one, Now: testNow.Add(time.Second)})
+	afterShardScan = nil
+	if !slices.Contains(tries, "4 true") || slices.Contains(tries, "5 true") {
+		t.Fatalf("reads %v: want the fourth, locked, to be the last", tries)
+	}
+	want := contents(c, func(string) bool { return true })
+	c.Put("k0", []byte("after"), 0, testNow)
+	var l watchLog
+	drainWatch(w, &l)
+	if l.state == nil || l.state.Offset != info.Next || l.end != nil {
+		t.Fatalf("state %+v, info %+v, end %v", l.state, info, l.end)
+	}
+	got := map[string]kv{}
+	apply(got, l.initial...)
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 8 || int(l.state.Count) != len(got) {
+		t.Fatalf("values\n%v\nwant\n%v", got, want)
+	}
+	if len(l.changes) != 1 || l.changes[0].Offset != info.Next || string(l.changes[0].Value) != "after" {
+		t.Fatalf("changes after the state: %d", len(l.changes))
+	}
+	if c.log.env.total.Load() != 0 {
+		t.Fatalf("%d bytes still counted", c.log.env.total.Load())
 	}
 }
