@@ -167,6 +167,8 @@ func (w *writer) applyImport(imp *Import) ([]byte, error) {
 	if k, _ := w.tx.Bucket(liveBucket(wire.KindTenants)).Cursor().First(); k != nil {
 		return []byte(resultFalse), nil
 	}
+	w.importing = true
+	defer func() { w.importing = false }()
 	for _, t := range imp.Tenants {
 		if err := w.write(wire.KindTenants, ModePut, wire.CatalogItem{Tenant: &t}); err != nil {
 			return nil, err

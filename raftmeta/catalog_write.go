@@ -56,6 +56,8 @@ func feedKind(k wire.CatalogKind) bool {
 type writer struct {
 	tx   *bolt.Tx
 	keep uint64
+	// importing keeps the incarnations the written resources carry.
+	importing bool
 }
 
 func (w *writer) exists(kind wire.CatalogKind, key string) bool {
@@ -186,6 +188,9 @@ func (w *writer) write(kind wire.CatalogKind, mode WriteMode, item wire.CatalogI
 		return notFound(what(kind, key) + " does not exist")
 	case mode != ModeCreate && mode != ModePut && mode != ModeUpdate:
 		return badCommand(fmt.Sprintf("unknown mode %q", mode))
+	}
+	if err := w.stampIncarnation(kind, key, has, &item); err != nil {
+		return err
 	}
 	return w.put(kind, key, item)
 }

@@ -71,6 +71,13 @@ type StreamSpec struct {
 	// SubQueuePolicy is "drop_new", "block" or "drop_old"; empty means
 	// the broker's default.
 	SubQueuePolicy string `json:"sub_queue_policy,omitempty"`
+	// Incarnation tells this stream apart from every other stream that had
+	// or will have its name in the same cluster. The control plane assigns
+	// it when the stream is created and keeps it on every update; a value
+	// a client sends is ignored. A broker deletes a durable stream's files
+	// only on a delete naming the cluster and incarnation they were
+	// written for. Empty on streams created before incarnations existed.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // CacheSpec is a cache as the catalog stores it.
@@ -82,6 +89,8 @@ type CacheSpec struct {
 	// MaxEntries and MaxBytes bound the cache; 0 means the broker default.
 	MaxEntries uint64 `json:"max_entries,omitempty"`
 	MaxBytes   uint64 `json:"max_bytes,omitempty"`
+	// Incarnation is assigned and kept like StreamSpec.Incarnation.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // ChangeOp is what a catalog change did.
@@ -116,4 +125,10 @@ type CatalogPage struct {
 	Seq   uint64        `json:"seq"`
 	Reset bool          `json:"reset,omitempty"`
 	Items []CatalogItem `json:"items"`
+	// ClusterID names the cluster whose catalog this is: chosen once,
+	// when the control plane's store is first started, and never changed.
+	// A broker that finds another cluster's id keeps the files it wrote
+	// for the first one and does not serve them. Empty from a control
+	// plane that predates cluster ids.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
