@@ -77,7 +77,7 @@ func (s *Service) getChanges(r *http.Request, _ *auth.Identity) (int, any, error
 	if err := p.err(); err != nil {
 		return 0, nil, err
 	}
-	page, err := s.store.Changes(r.Context(), kind, since, limit)
+	page, err := s.stamped(r.Context())(s.store.Changes(r.Context(), kind, since, limit))
 	return http.StatusOK, page, err
 }
 

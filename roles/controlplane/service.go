@@ -55,6 +55,8 @@ type Service struct {
 	metrics  *httpMetrics
 	openAPI  func() ([]byte, error) // the OpenAPI document, rendered once
 	x        *authExtras            // token exchange, refresh and OIDC state
+	// clusterID caches ClusterID once known.
+	clusterID atomic.Pointer[string]
 }
 
 // New builds a Service over store, loading the signing key from the
@@ -175,7 +177,7 @@ func (s *Service) Snapshot(ctx context.Context, kind wire.CatalogKind) (*wire.Ca
 	if !feedKind(kind) {
 		return nil, unknownKind(kind)
 	}
-	return s.store.Snapshot(ctx, kind)
+	return s.stamped(ctx)(s.store.Snapshot(ctx, kind))
 }
 
 // Changes returns up to DefaultChangesLimit changes of kind after since.
@@ -183,7 +185,21 @@ func (s *Service) Changes(ctx context.Context, kind wire.CatalogKind, since uint
 	if !feedKind(kind) {
 		return nil, unknownKind(kind)
 	}
-	return s.store.Changes(ctx, kind, since, DefaultChangesLimit)
+	return s.stamped(ctx)(s.store.Changes(ctx, kind, since, DefaultChangesLimit))
+}
+
+// stamped returns a function that names the cluster on a page read from
+// the store, so a broker knows whose catalog it follows.
+func (s *Service) stamped(ctx context.Context) func(*wire.CatalogPage, error) (*wire.CatalogPage, error) {
+	return func(p *wire.CatalogPage, err error) (*wire.CatalogPage, error) {
+		if err != nil {
+			return nil, err
+		}
+		if p.ClusterID, err = s.ClusterID(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 }
 
 // JWKS returns the public keys tokens are verified with.
