@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -17,6 +18,11 @@ type Broker struct {
 	streams map[StreamKey]*Stream
 	caches  map[CacheKey]*Cache
 	watch   *watchEnv
+	// cluster names the cluster whose catalog the broker follows (see
+	// SetCluster); durable streams are opened for it.
+	cluster string
+	// heldReported are the held stream directories already logged.
+	heldReported map[string]bool
 }
 
 // NewBroker returns an empty broker core; zero Config fields take their
@@ -69,23 +75,23 @@ func (b *Broker) ApplyStream(spec wire.StreamSpec) error {
 		policy = p
 	}
 	k := StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream}
-	old, updated, err := b.updateStream(k, spec, policy)
+	old, id, updated, err := b.updateStream(k, spec, policy)
 	if updated || err != nil {
 		return err
 	}
 	if old != nil {
 		// The old stream's logs close before the new one opens the same
-		// directories.
+		// directories (or sets them aside, for another incarnation).
 		old.close(ErrStreamDeleted, false)
-		old.closeLogs(false)
+		old.closeLogs()
 	}
 	// Opening logs runs recovery, which reads disk: not under the lock.
-	st := newStream(b.cfg, spec, policy)
+	st := newStream(b.cfg, spec, policy, id)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		st.close(ErrSubscriberClosed, true)
-		st.closeLogs(false)
+		st.closeLogs()
 		return errBrokerClosed()
 	}
 	b.streams[k] = st
@@ -93,27 +99,39 @@ func (b *Broker) ApplyStream(spec wire.StreamSpec) error {
 	return nil
 }
 
-// updateStream updates the stream in place when its shard count and
-// durability are unchanged. Otherwise it takes the stream out of the
-// registry and returns it for the caller to replace.
-func (b *Broker) updateStream(k StreamKey, spec wire.StreamSpec, policy QueuePolicy) (old *Stream, updated bool, err error) {
+// SetCluster names the cluster whose catalog the broker follows. Durable
+// streams applied from now on are opened for it: their files must have
+// been written for this cluster (or before clusters had ids).
+func (b *Broker) SetCluster(id string) {
+	b.mu.Lock()
+	b.cluster = id
+	b.mu.Unlock()
+}
+
+// updateStream updates the stream in place when its shard count,
+// durability and identity are unchanged. Otherwise it takes the stream out
+// of the registry and returns it for the caller to replace, with the
+// identity the replacement is opened for.
+func (b *Broker) updateStream(k StreamKey, spec wire.StreamSpec, policy QueuePolicy) (old *Stream, id StreamIdentity, updated bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, false, errBrokerClosed()
+		return nil, id, false, errBrokerClosed()
 	}
+	id = StreamIdentity{Cluster: b.cluster, Incarnation: spec.Incarnation}
 	cur := b.streams[k]
-	if cur != nil && cur.Shards() == max(spec.Shards, 1) && cur.Spec().Durable == spec.Durable {
+	if cur != nil && cur.Shards() == max(spec.Shards, 1) && cur.Spec().Durable == spec.Durable && cur.identity == id {
 		cur.update(spec, policy)
-		return nil, true, nil
+		return nil, id, true, nil
 	}
 	delete(b.streams, k)
-	return cur, false, nil
+	return cur, id, false, nil
 }
 
-// RemoveStream removes a stream, ending its subscribers with
+// RemoveStream stops serving a stream, ending its subscribers with
 // ErrStreamDeleted; later publishes to a *Stream still held fail with
-// not_found.
+// not_found. A durable stream's files stay where they are: only
+// DeleteStream deletes them.
 func (b *Broker) RemoveStream(k StreamKey) {
 	b.mu.Lock()
 	st := b.streams[k]
@@ -121,7 +139,32 @@ func (b *Broker) RemoveStream(k StreamKey) {
 	b.mu.Unlock()
 	if st != nil {
 		st.close(ErrStreamDeleted, false)
-		st.closeLogs(true)
+		st.closeLogs()
+	}
+}
+
+// DeleteStream deletes one incarnation of a stream, named by the catalog
+// that deleted it: the stream stops being served if that is the
+// incarnation served, and its files are deleted if they were written for
+// it, in the cluster the broker follows. Files of any other identity stay.
+func (b *Broker) DeleteStream(k StreamKey, incarnation string) {
+	b.mu.Lock()
+	id := StreamIdentity{Cluster: b.cluster, Incarnation: incarnation}
+	st := b.streams[k]
+	if st != nil && st.identity.matches(id) {
+		delete(b.streams, k)
+	} else {
+		st = nil
+	}
+	b.mu.Unlock()
+	if st != nil {
+		st.close(ErrStreamDeleted, false)
+		st.closeLogs()
+	}
+	if c := b.cfg.Storage; c != nil && c.Dir != "" {
+		for _, dir := range c.deleteStreamFiles(k, id) {
+			c.logger().Info("deleted a deleted stream's files", "stream", k.Stream, "tenant", k.Tenant, "namespace", k.Namespace, "identity", id.String(), "dir", dir)
+		}
 	}
 }
 
@@ -185,6 +228,22 @@ func (b *Broker) Cache(k CacheKey) (*Cache, bool) {
 	return c, ok
 }
 
+// SweepCaches removes the expired entries of every cache and returns how
+// many it removed.
+func (b *Broker) SweepCaches(now time.Time) int {
+	b.mu.Lock()
+	caches := make([]*Cache, 0, len(b.caches))
+	for _, c := range b.caches {
+		caches = append(caches, c)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, c := range caches {
+		n += c.Sweep(now)
+	}
+	return n
+}
+
 // RemoveTenant removes every stream and cache of a tenant.
 func (b *Broker) RemoveTenant(tenant string) {
 	b.removeWhere(func(t, _ string) bool { return t == tenant })
@@ -217,7 +276,7 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 	}
 	for _, st := range gone {
 		st.close(ErrStreamDeleted, false)
-		st.closeLogs(true)
+		st.closeLogs()
 	}
 }
 
@@ -238,8 +297,46 @@ func (b *Broker) Close() {
 	}
 	for _, st := range streams {
 		st.close(ErrSubscriberClosed, true)
-		st.closeLogs(false)
+		st.closeLogs()
 	}
+}
+
+// HeldStreams lists the durable stream directories under the storage
+// root that no served stream owns (nobody deleted them, so they are kept)
+// and every directory set aside for another incarnation; it sets
+// felix_durable_streams_held and logs, once each, the ones it had not
+// reported before.
+func (b *Broker) HeldStreams() ([]HeldStream, error) {
+	c := b.cfg.Storage
+	if c == nil || c.Dir == "" {
+		return nil, nil
+	}
+	b.mu.Lock()
+	served := make(map[StreamKey]bool, len(b.streams))
+	for k, st := range b.streams {
+		served[k] = st.durable()
+	}
+	b.mu.Unlock()
+	held, err := c.heldStreams(func(k StreamKey) bool { return served[k] })
+	if err != nil {
+		return nil, err
+	}
+	durableStreamsHeld.Set(float64(len(held)))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.heldReported == nil {
+		b.heldReported = map[string]bool{}
+	}
+	now := make(map[string]bool, len(held))
+	for _, h := range held {
+		now[h.Dir] = true
+		if !b.heldReported[h.Dir] {
+			c.logger().Warn("durable stream files on disk that the catalog does not hold; keeping them, not serving them (they are served again if the stream comes back with the same identity)",
+				"stream", h.Key.Stream, "tenant", h.Key.Tenant, "namespace", h.Key.Namespace, "identity", h.Identity.String(), "dir", h.Dir)
+		}
+	}
+	b.heldReported = now
+	return held, nil
 }
 
 // ApplyRetention deletes, on every durable stream, the sealed segments its

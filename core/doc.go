@@ -13,6 +13,17 @@
 // one's subscribers with ErrStreamDeleted. RemoveTenant and
 // RemoveNamespace remove everything below them.
 //
+// # Durable data
+//
+// A durable stream's files are written for one StreamIdentity (the
+// cluster set with SetCluster and the spec's incarnation), recorded in
+// its directory. RemoveStream, RemoveTenant and RemoveNamespace stop
+// serving and keep the files; only DeleteStream, naming the identity,
+// deletes them. Applying a stream whose directory holds another
+// identity's files moves them aside (never deletes them) and brings back
+// files of its own identity set aside earlier. HeldStreams reports what
+// is kept without being served.
+//
 // # Publishing
 //
 // A keyed publish picks its shard with Stream.ShardForKey (jump consistent

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -67,11 +66,21 @@ func (c *StorageConfig) retentionFor(spec wire.StreamSpec) flog.Retention {
 	return r
 }
 
-// openShardLog opens one shard's log. A log that recovery refuses leaves
-// the shard unavailable (reported, and every request to it refused with
-// shard_unavailable) while the rest of the broker keeps serving.
-func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec) {
+// openShardLog opens one shard's log, unless claimErr says the stream's
+// directory could not be made its own. A log that recovery refuses, or
+// that cannot be opened, leaves the shard unavailable (reported, and
+// every request to it refused with shard_unavailable) while the rest of
+// the broker keeps serving.
+func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr error) {
 	dir := ShardDir(c.Dir, sh.stream.key, sh.index)
+	if claimErr != nil {
+		sh.unavailable = claimErr
+		durableShardsRefused.Inc()
+		c.logger().Error("durable shard refused: its stream's directory is not this stream's; the shard stays unavailable until it is resolved",
+			"tenant", sh.stream.key.Tenant, "namespace", sh.stream.key.Namespace, "stream", sh.stream.key.Stream,
+			"shard", sh.index, "dir", dir, "err", claimErr)
+		return
+	}
 	lg, rep, err := flog.Open(flog.Options{
 		Dir:           dir,
 		SegmentBytes:  c.SegmentBytes,
@@ -148,18 +157,6 @@ func (sh *Shard) closeLog() {
 	unregisterLog(sh.log)
 	if err := sh.log.Close(); err != nil {
 		sh.stream.cfg.Storage.logger().Warn("closing a durable shard log", "stream", sh.stream.key.Stream, "shard", sh.index, "err", err)
-	}
-}
-
-// removeStreamFiles deletes a deleted stream's logs, so that a stream
-// created later under the same name starts empty.
-func removeStreamFiles(c *StorageConfig, k StreamKey) {
-	if c == nil || c.Dir == "" {
-		return
-	}
-	dir := streamDir(c.Dir, k)
-	if err := os.RemoveAll(dir); err != nil {
-		c.logger().Warn("removing a deleted stream's logs", "dir", dir, "err", err)
 	}
 }
 

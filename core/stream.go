@@ -17,22 +17,30 @@ type Stream struct {
 	cfg    Config
 	policy atomic.Uint32 // QueuePolicy
 	spec   atomic.Pointer[wire.StreamSpec]
+	// identity is what the stream's files are written for; it never
+	// changes (another identity is another Stream).
+	identity StreamIdentity
 	// shards never changes after construction. Invariant: len(shards) >= 1.
 	shards []*Shard
 }
 
-func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy) *Stream {
+func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy, id StreamIdentity) *Stream {
 	st := &Stream{
-		key: StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream},
-		cfg: cfg,
+		key:      StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream},
+		cfg:      cfg,
+		identity: id,
 	}
 	st.update(spec, policy)
 	n := max(spec.Shards, 1)
 	st.shards = make([]*Shard, n)
+	var claimErr error
+	if st.durable() {
+		claimErr = cfg.Storage.claimStreamDir(st.key, id)
+	}
 	for i := range st.shards {
 		st.shards[i] = newShard(st, uint32(i))
 		if st.durable() {
-			st.shards[i].openShardLog(cfg.Storage, spec)
+			st.shards[i].openShardLog(cfg.Storage, spec, claimErr)
 		}
 	}
 	return st
@@ -73,16 +81,13 @@ func (st *Stream) applyRetention() {
 	}
 }
 
-// closeLogs closes every shard log; with remove the stream's files go too.
-func (st *Stream) closeLogs(remove bool) {
+// closeLogs closes every shard log. The files stay.
+func (st *Stream) closeLogs() {
 	if !st.durable() {
 		return
 	}
 	for _, sh := range st.shards {
 		sh.closeLog()
-	}
-	if remove {
-		removeStreamFiles(st.cfg.Storage, st.key)
 	}
 }
 

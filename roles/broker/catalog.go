@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/felixmq/felix/core"
@@ -15,8 +16,9 @@ import (
 type nsKey struct{ tenant, ns string }
 
 // catalogState applies the catalog to the broker core and remembers the
-// tenants, namespaces and caches that exist, which the core does not
-// answer for. It implements catalogsync.Applier.
+// tenants and namespaces that exist, which the core does not answer for.
+// Streams and caches live in the core alone. It implements
+// catalogsync.Applier; the syncer calls it from one goroutine.
 type catalogState struct {
 	core     *core.Broker
 	verifier *auth.Verifier
@@ -24,10 +26,13 @@ type catalogState struct {
 	streams  *streamRegistry
 	log      *slog.Logger
 
+	// heldStale says streams may have been kept on disk without being
+	// served since the held streams were last counted.
+	heldStale atomic.Bool
+
 	mu         sync.RWMutex
 	tenants    map[string]struct{}
 	namespaces map[nsKey]struct{}
-	caches     map[core.CacheKey]struct{}
 }
 
 var (
@@ -36,12 +41,19 @@ var (
 )
 
 func newCatalogState(b *core.Broker, v *auth.Verifier, streams *streamRegistry, log *slog.Logger) *catalogState {
-	return &catalogState{
+	c := &catalogState{
 		core: b, verifier: v, revs: streams.revs, streams: streams, log: log,
 		tenants:    map[string]struct{}{},
 		namespaces: map[nsKey]struct{}{},
-		caches:     map[core.CacheKey]struct{}{},
 	}
+	c.heldStale.Store(true)
+	return c
+}
+
+// SetCluster names the cluster the catalog comes from.
+func (c *catalogState) SetCluster(id string) {
+	c.core.SetCluster(id)
+	c.heldStale.Store(true)
 }
 
 // ApplyTenant records a tenant.
@@ -51,7 +63,9 @@ func (c *catalogState) ApplyTenant(t wire.Tenant) {
 	c.mu.Unlock()
 }
 
-// RemoveTenant forgets a tenant and everything under it.
+// RemoveTenant forgets a tenant and stops serving everything under it.
+// Durable files stay: each stream the control plane deleted with the
+// tenant arrives as a delete of its own.
 func (c *catalogState) RemoveTenant(tenant string) {
 	c.mu.Lock()
 	delete(c.tenants, tenant)
@@ -60,13 +74,9 @@ func (c *catalogState) RemoveTenant(tenant string) {
 			delete(c.namespaces, k)
 		}
 	}
-	for k := range c.caches {
-		if k.Tenant == tenant {
-			delete(c.caches, k)
-		}
-	}
 	c.mu.Unlock()
 	c.core.RemoveTenant(tenant)
+	c.heldStale.Store(true)
 }
 
 // ApplyNamespace records a namespace.
@@ -76,17 +86,14 @@ func (c *catalogState) ApplyNamespace(n wire.Namespace) {
 	c.mu.Unlock()
 }
 
-// RemoveNamespace forgets a namespace and everything under it.
+// RemoveNamespace forgets a namespace and stops serving everything under
+// it, keeping durable files as RemoveTenant does.
 func (c *catalogState) RemoveNamespace(tenant, ns string) {
 	c.mu.Lock()
 	delete(c.namespaces, nsKey{tenant, ns})
-	for k := range c.caches {
-		if k.Tenant == tenant && k.Namespace == ns {
-			delete(c.caches, k)
-		}
-	}
 	c.mu.Unlock()
 	c.core.RemoveNamespace(tenant, ns)
+	c.heldStale.Store(true)
 }
 
 // ApplyStream creates or updates a stream in the core. A durable stream
@@ -99,32 +106,56 @@ func (c *catalogState) ApplyStream(s wire.StreamSpec) error {
 				"tenant", s.TenantID, "namespace", s.Namespace, "stream", s.Stream)
 		}
 	}
+	if s.Durable {
+		c.heldStale.Store(true)
+	}
 	return c.core.ApplyStream(s)
 }
 
-// RemoveStream deletes a stream; its subscribers end.
+// RemoveStream deletes the incarnation of a stream the control plane
+// deleted; its subscribers end, and its files go if they were written for
+// that incarnation.
 func (c *catalogState) RemoveStream(s wire.StreamSpec) {
-	c.core.RemoveStream(core.StreamKey{Tenant: s.TenantID, Namespace: s.Namespace, Stream: s.Stream})
+	c.core.DeleteStream(core.StreamKey{Tenant: s.TenantID, Namespace: s.Namespace, Stream: s.Stream}, s.Incarnation)
+	c.heldStale.Store(true)
+}
+
+// ForgetStream stops serving a stream that the catalog's snapshot no
+// longer holds; its files stay.
+func (c *catalogState) ForgetStream(s wire.StreamSpec) {
+	k := core.StreamKey{Tenant: s.TenantID, Namespace: s.Namespace, Stream: s.Stream}
+	if _, known := c.core.Stream(k); known {
+		c.log.Warn("stream is missing from the catalog's snapshot, but nothing deleted it; no longer serving it, keeping any files it has",
+			"tenant", s.TenantID, "namespace", s.Namespace, "stream", s.Stream, "incarnation", s.Incarnation)
+	}
+	c.core.RemoveStream(k)
+	c.heldStale.Store(true)
 }
 
 // ApplyCache creates or updates a cache in the core.
-func (c *catalogState) ApplyCache(s wire.CacheSpec) error {
-	if err := c.core.ApplyCache(s); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.caches[core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache}] = struct{}{}
-	c.mu.Unlock()
-	return nil
-}
+func (c *catalogState) ApplyCache(s wire.CacheSpec) error { return c.core.ApplyCache(s) }
 
 // RemoveCache deletes a cache and its entries.
 func (c *catalogState) RemoveCache(s wire.CacheSpec) {
-	k := core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache}
-	c.mu.Lock()
-	delete(c.caches, k)
-	c.mu.Unlock()
-	c.core.RemoveCache(k)
+	c.core.RemoveCache(core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache})
+}
+
+// ForgetCache stops serving a cache the catalog's snapshot no longer
+// holds. Caches live in memory, so nothing is left to keep; a cache with
+// files would keep them, as ForgetStream does.
+func (c *catalogState) ForgetCache(s wire.CacheSpec) { c.RemoveCache(s) }
+
+// countHeld counts (and logs) the durable streams kept on disk without
+// being served, when something may have changed them. The syncer calls it
+// after a pass, when the catalog is complete; before that every stream
+// on disk would look held.
+func (c *catalogState) countHeld() {
+	if !c.heldStale.Swap(false) {
+		return
+	}
+	if _, err := c.core.HeldStreams(); err != nil {
+		c.log.Warn("counting the durable streams kept without being served", "err", err)
+	}
 }
 
 // OnJWKS hands a JWKS document from the catalog to the token verifier.
@@ -150,48 +181,17 @@ func (c *catalogState) checkNamespace(tenant, ns string) error {
 	return nil
 }
 
-func (c *catalogState) cacheKeys() []core.CacheKey {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]core.CacheKey, 0, len(c.caches))
-	for k := range c.caches {
-		out = append(out, k)
-	}
-	return out
-}
-
-// syncLoop keeps the catalog, the signing keys and the revocations
-// current until ctx ends. The syncer hands every JWKS it fetches to the
-// verifier.
-func (s *Server) syncLoop(ctx context.Context) {
+// runSync keeps the catalog, the signing keys and the revocations
+// current until ctx ends, with the catalogsync loop.
+func (s *Server) runSync(ctx context.Context) {
 	defer s.bgWG.Done()
 	syncer := catalogsync.NewSyncer(s.catalog, s.state, s.cfg.CatalogSyncInterval, s.log)
 	syncer.OnJWKS = s.state.OnJWKS
-	t := time.NewTicker(s.cfg.CatalogSyncInterval)
-	defer t.Stop()
-	var lastErr string
-	for {
-		err := syncer.SyncOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if syncer.Synced() {
-			s.markSynced()
-		}
-		switch {
-		case err == nil && lastErr != "":
-			s.log.Info("catalog sync recovered")
-			lastErr = ""
-		case err != nil && err.Error() != lastErr:
-			lastErr = err.Error()
-			s.log.Warn("catalog sync failed; retrying", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	syncer.OnSynced = func() {
+		s.markSynced()
+		s.state.countHeld()
 	}
+	syncer.Run(ctx)
 }
 
 func (s *Server) markSynced() {
@@ -211,11 +211,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, k := range s.state.cacheKeys() {
-				if c, ok := s.core.Cache(k); ok {
-					c.Sweep(now)
-				}
-			}
+			s.core.SweepCaches(now)
 		}
 	}
 }

@@ -44,7 +44,17 @@ type fakeSource struct {
 	// revUnknown, a control plane that does not know the kind.
 	revLog     []wire.CatalogItem
 	revUnknown bool
-	passes     int // snapshots and changes of the tenants kind served
+	passes     int    // snapshots and changes of the tenants kind served
+	cluster    string // named on every page
+}
+
+// become makes the source answer with another cluster's catalog of
+// streams from now on, as a control plane that came back empty (or a
+// wrong URL) would.
+func (f *fakeSource) become(cluster string, streams ...wire.StreamSpec) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cluster, f.streams = cluster, streams
 }
 
 // revoke appends a revocation to the feed.
@@ -85,7 +95,7 @@ func (f *fakeSource) revPage(since int64) (*wire.CatalogPage, error) {
 func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.CatalogPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := &wire.CatalogPage{Kind: kind, Seq: 1}
+	p := &wire.CatalogPage{Kind: kind, Seq: 1, ClusterID: f.cluster}
 	switch kind {
 	case wire.KindRevocations:
 		return f.revPage(-1)
@@ -119,7 +129,7 @@ func (f *fakeSource) Changes(_ context.Context, kind wire.CatalogKind, since uin
 	case wire.KindTenants:
 		f.passes++
 	}
-	return &wire.CatalogPage{Kind: kind, Seq: since}, nil
+	return &wire.CatalogPage{Kind: kind, Seq: since, ClusterID: f.cluster}, nil
 }
 
 func (f *fakeSource) JWKS(context.Context) ([]byte, error) {

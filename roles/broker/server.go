@@ -193,7 +193,7 @@ func (s *Server) Start(ctx context.Context) error {
 	registerLiveServer(s)
 	s.bgWG.Add(4)
 	go s.acceptLoop()
-	go s.syncLoop(s.bgCtx)
+	go s.runSync(s.bgCtx)
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
 	return nil

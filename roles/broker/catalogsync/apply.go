@@ -19,12 +19,26 @@ type Applier interface {
 	RemoveNamespace(tenantID, namespace string)
 	// ApplyStream creates or updates a stream.
 	ApplyStream(wire.StreamSpec) error
-	// RemoveStream removes a stream.
+	// RemoveStream deletes a stream: the control plane's change feed said
+	// so, naming the incarnation it deleted (in the spec) of the cluster
+	// last given to SetCluster. Only this may delete a stream's data.
 	RemoveStream(wire.StreamSpec)
+	// ForgetStream stops serving a stream that a snapshot no longer holds.
+	// Nobody said it was deleted (the control plane may have lost its
+	// state, or be another cluster's), so its data must stay.
+	ForgetStream(wire.StreamSpec)
 	// ApplyCache creates or updates a cache.
 	ApplyCache(wire.CacheSpec) error
-	// RemoveCache removes a cache.
+	// RemoveCache deletes a cache, as RemoveStream deletes a stream.
 	RemoveCache(wire.CacheSpec)
+	// ForgetCache stops serving a cache that a snapshot no longer holds,
+	// as ForgetStream does for a stream.
+	ForgetCache(wire.CacheSpec)
+	// SetCluster names the cluster whose catalog the calls after it come
+	// from (wire.CatalogPage.ClusterID). It is called before the first
+	// item of a cluster is applied, and again if the source starts
+	// answering for another cluster.
+	SetCluster(id string)
 }
 
 // RevocationApplier is implemented by an Applier that also follows the
@@ -95,6 +109,19 @@ func put(a Applier, kind wire.CatalogKind, it *wire.CatalogItem) error {
 		return fmt.Errorf("catalogsync: apply %s %s: %w", kind, id, err)
 	}
 	return nil
+}
+
+// forget applies the disappearance of a resource from a snapshot: like
+// a removal, except that streams and caches keep their data.
+func forget(a Applier, kind wire.CatalogKind, it *wire.CatalogItem) {
+	switch kind {
+	case wire.KindStreams:
+		a.ForgetStream(*it.Stream)
+	case wire.KindCaches:
+		a.ForgetCache(*it.Cache)
+	default:
+		remove(a, kind, it)
+	}
 }
 
 // remove applies the removal of a resource.

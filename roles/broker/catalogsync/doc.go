@@ -18,8 +18,18 @@
 //     moves only after a page has been applied, so a failed fetch is simply
 //     fetched again on the next pass.
 //   - A changes page marked Reset means the feed no longer reaches back to
-//     the cursor: a fresh snapshot is taken and whatever the broker knew
-//     that the snapshot lacks is removed.
+//     the cursor: a fresh snapshot is taken. Whatever the broker knew that
+//     the snapshot lacks is removed, except streams and caches, which are
+//     forgotten (ForgetStream, ForgetCache): the broker stops serving them
+//     but keeps their data, because a snapshot that lacks a resource does
+//     not say it was deleted (the control plane may have lost its state).
+//     Only a delete on the changes feed (RemoveStream, RemoveCache), which
+//     names the incarnation it deleted, may delete data.
+//   - Every page names its cluster (wire.CatalogPage.ClusterID), which the
+//     Applier learns through SetCluster before anything of that cluster is
+//     applied. A page from another cluster than the applied state's makes
+//     every kind start again from a snapshot, so the old cluster's streams
+//     are forgotten, never deleted.
 //   - The JWKS is fetched on every pass and handed to OnJWKS.
 //
 // Kinds are independent: a failing kind does not stop the others, so the
@@ -42,6 +52,7 @@
 // answer.
 //
 // Synced becomes true after the first pass in which every fetch
-// succeeded. Run repeats SyncOnce on a ticker and logs a failure once per
-// streak of the same error, and the recovery when it ends.
+// succeeded. Run repeats SyncOnce on a ticker, logs a failure once per
+// streak of the same error, and the recovery when it ends, and calls
+// OnSynced after each pass once synced. The broker runs exactly this loop.
 package catalogsync

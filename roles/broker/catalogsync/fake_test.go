@@ -22,6 +22,7 @@ type fakeSource struct {
 	pageSize int
 	calls    []string
 	jwks     []byte
+	cluster  string // stamped on every page
 }
 
 func newFakeSource() *fakeSource {
@@ -64,6 +65,16 @@ func (f *fakeSource) trim(kind wire.CatalogKind) {
 	f.trimmed[kind] = f.seq
 }
 
+// become makes f serve other's catalog from now on, as a control plane
+// that came back with other state would.
+func (f *fakeSource) become(other *fakeSource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	f.seq, f.log, f.live, f.trimmed, f.cluster = other.seq, other.log, other.live, other.trimmed, other.cluster
+}
+
 func (f *fakeSource) setFail(key string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,7 +104,7 @@ func (f *fakeSource) Snapshot(_ context.Context, kind wire.CatalogKind) (*wire.C
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := &wire.CatalogPage{Kind: kind, Seq: f.seq}
+	p := &wire.CatalogPage{Kind: kind, Seq: f.seq, ClusterID: f.cluster}
 	ids := make([]string, 0, len(f.live[kind]))
 	for id := range f.live[kind] {
 		ids = append(ids, id)
@@ -112,9 +123,9 @@ func (f *fakeSource) Changes(_ context.Context, kind wire.CatalogKind, since uin
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if since < f.trimmed[kind] {
-		return &wire.CatalogPage{Kind: kind, Seq: f.seq, Reset: true}, nil
+		return &wire.CatalogPage{Kind: kind, Seq: f.seq, Reset: true, ClusterID: f.cluster}, nil
 	}
-	p := &wire.CatalogPage{Kind: kind, Seq: since}
+	p := &wire.CatalogPage{Kind: kind, Seq: since, ClusterID: f.cluster}
 	for _, it := range f.log[kind] {
 		if it.Seq > since && len(p.Items) < f.pageSize {
 			p.Items = append(p.Items, it)
@@ -158,8 +169,19 @@ func (r *recorder) ApplyStream(s wire.StreamSpec) error {
 	return nil
 }
 func (r *recorder) RemoveStream(s wire.StreamSpec) {
+	if s.Incarnation != "" {
+		r.add("-stream %s/%s/%s shards=%d incarnation=%s", s.TenantID, s.Namespace, s.Stream, s.Shards, s.Incarnation)
+		return
+	}
 	r.add("-stream %s/%s/%s shards=%d", s.TenantID, s.Namespace, s.Stream, s.Shards)
 }
+func (r *recorder) ForgetStream(s wire.StreamSpec) {
+	r.add("~stream %s/%s/%s", s.TenantID, s.Namespace, s.Stream)
+}
+func (r *recorder) ForgetCache(c wire.CacheSpec) {
+	r.add("~cache %s/%s/%s", c.TenantID, c.Namespace, c.Cache)
+}
+func (r *recorder) SetCluster(id string) { r.add("cluster %s", id) }
 func (r *recorder) ApplyCache(c wire.CacheSpec) error {
 	r.add("+cache %s/%s/%s", c.TenantID, c.Namespace, c.Cache)
 	return nil

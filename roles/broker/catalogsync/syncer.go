@@ -38,6 +38,9 @@ type Syncer struct {
 	// revocations feed after the control plane said it lacks it. Default
 	// DefaultUnknownKindRetry. Set it before the first SyncOnce or Run.
 	UnknownKindRetry time.Duration
+	// OnSynced, when set, is called by Run after every pass once Synced
+	// is true. Set it before Run.
+	OnSynced func()
 
 	src      Source
 	apply    Applier
@@ -49,6 +52,9 @@ type Syncer struct {
 	kinds  map[wire.CatalogKind]*kindState
 	revs   revocationFeed
 	synced atomic.Bool
+	// cluster is the cluster the applied state came from ("" until a
+	// page names one).
+	cluster string
 }
 
 // NewSyncer returns a Syncer. interval is Run's period (default 1s); a nil
@@ -127,7 +133,7 @@ func (s *Syncer) syncKind(ctx context.Context, kind wire.CatalogKind) (applyErrs
 		if err != nil {
 			return applyErrs, fmt.Errorf("catalogsync: %s changes since %d: %w", kind, st.cursor, err)
 		}
-		if page.Reset {
+		if page.Reset || s.switchCluster(page) {
 			errs, err := s.resnapshot(ctx, kind, st)
 			return append(applyErrs, errs...), err
 		}
@@ -161,7 +167,7 @@ func (s *Syncer) applyChanges(kind wire.CatalogKind, st *kindState, page *wire.C
 		it := &page.Items[i]
 		id, _ := itemID(kind, it)
 		if it.Op == wire.OpDelete {
-			if known, ok := st.live[id]; ok {
+			if known, ok := st.live[id]; ok && sameIncarnation(&known, it) {
 				it = &known // the applied item carries the full resource
 			}
 			remove(s.apply, kind, it)
@@ -188,6 +194,7 @@ func (s *Syncer) resnapshot(ctx context.Context, kind wire.CatalogKind, st *kind
 	if err := checkPage(kind, page); err != nil {
 		return nil, err
 	}
+	s.switchCluster(page)
 	live := make(map[string]wire.CatalogItem, len(page.Items))
 	for i := range page.Items {
 		it := &page.Items[i]
@@ -209,10 +216,47 @@ func (s *Syncer) resnapshot(ctx context.Context, kind wire.CatalogKind, st *kind
 	slices.Sort(vanished)
 	for _, id := range vanished {
 		it := st.live[id]
-		remove(s.apply, kind, &it)
+		forget(s.apply, kind, &it)
 	}
 	st.live, st.cursor, st.snapshotted = live, page.Seq, true
 	return applyErrs, nil
+}
+
+// switchCluster notes the cluster a page comes from. The first one named
+// is handed to the Applier. A page from another cluster than the one the
+// applied state came from means the source now answers for a different
+// catalog: every kind is read again from a snapshot (this one now, the
+// others on their next turn), so what the old catalog held and the new
+// one lacks is forgotten, never deleted. It reports a switch.
+func (s *Syncer) switchCluster(page *wire.CatalogPage) bool {
+	id := page.ClusterID
+	if id == "" || id == s.cluster {
+		return false
+	}
+	old := s.cluster
+	s.cluster = id
+	s.apply.SetCluster(id)
+	if old == "" {
+		return false
+	}
+	s.log.Warn("the control plane answers for another cluster; following its catalog, and keeping without serving the data of streams only the old one held",
+		"was", old, "now", id)
+	for _, st := range s.kinds {
+		st.snapshotted = false
+	}
+	return true
+}
+
+// sameIncarnation reports whether a delete item names the incarnation the
+// syncer applied (or names none).
+func sameIncarnation(known, del *wire.CatalogItem) bool {
+	switch {
+	case del.Stream != nil && known.Stream != nil && del.Stream.Incarnation != "":
+		return del.Stream.Incarnation == known.Stream.Incarnation
+	case del.Cache != nil && known.Cache != nil && del.Cache.Incarnation != "":
+		return del.Cache.Incarnation == known.Cache.Incarnation
+	}
+	return true
 }
 
 // Run calls SyncOnce now and then every interval until ctx ends. A failure
@@ -231,6 +275,9 @@ func (s *Syncer) Run(ctx context.Context) {
 		if !wasSynced && s.Synced() {
 			wasSynced = true
 			s.log.Info("catalog synced")
+		}
+		if wasSynced && s.OnSynced != nil {
+			s.OnSynced()
 		}
 		select {
 		case <-ctx.Done():

@@ -136,7 +136,10 @@ func TestColdSnapshotFailureRetriedNextPass(t *testing.T) {
 	}
 }
 
-func TestResetResnapshotsAndRemovesVanished(t *testing.T) {
+// TestResetResnapshotsAndForgetsVanished: a stream that a snapshot no
+// longer holds is forgotten (its data kept), not deleted: nothing said it
+// was deleted.
+func TestResetResnapshotsAndForgetsVanished(t *testing.T) {
 	src, rec, s := seeded(t)
 	rec.take()
 	src.del(wire.KindStreams, stream("acme", "prod", "clicks", 0))
@@ -148,7 +151,7 @@ func TestResetResnapshotsAndRemovesVanished(t *testing.T) {
 	expectCalls(t, rec,
 		"+stream acme/prod/fresh shards=1",
 		"+stream acme/prod/orders shards=2",
-		"-stream acme/prod/clicks shards=1",
+		"~stream acme/prod/clicks",
 	)
 	// Back on the changes feed from the snapshot's cursor.
 	src.put(wire.KindStreams, stream("acme", "prod", "after", 1))
