@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	flog "github.com/felixmq/felix/log"
@@ -408,55 +409,62 @@ func TestDurableFullDiskRefusesAndRecovers(t *testing.T) {
 
 // Claims may be finished from any goroutine in any order; each waits for
 // the claim before it, so subscribers see offset order and every Finish
-// returns. The broker finishes Block-policy claims this way.
+// returns. The broker finishes Block-policy claims this way. The test runs
+// in a synctest bubble so that it knows every other Finish has gone as far
+// as it can before claim 0 finishes.
 func TestDurableClaimsFinishedOutOfOrderDeliverInOrder(t *testing.T) {
-	cfg := Config{SubQueueCapacity: 1 << 12, SubQueueMaxBytes: 1 << 30}
-	_, st := newDurableStream(t, t.TempDir(), cfg, wire.StreamSpec{SubQueuePolicy: "block"})
-	sh := shard0(t, st)
-	s := subscribe(t, sh, SubscribeOptions{})
-	const n = 300
-	claims := make([]*Claimed, n)
-	for i := range claims {
-		c, err := sh.Claim(payloads(1, fmt.Sprint(i)), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		claims[i] = c
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	rng.Shuffle(n, func(i, j int) { claims[i], claims[j] = claims[j], claims[i] })
-	// The newest claim first: nothing may complete until claim 0 does.
-	var wg sync.WaitGroup
-	for _, c := range claims {
-		if c.BaseOffset() == 0 {
-			continue
-		}
-		wg.Go(func() {
-			if err := c.Finish(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	time.Sleep(20 * time.Millisecond)
-	if got := sh.NextOffset(); got != 0 {
-		t.Fatalf("completed tail %d before claim 0 finished", got)
-	}
-	if depth, _ := s.q.depth(); depth != 0 {
-		t.Fatalf("%d claims delivered before the claim ahead of them finished", depth)
-	}
-	for _, c := range claims {
-		if c.BaseOffset() == 0 {
-			if err := c.Finish(context.Background()); err != nil {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{SubQueueCapacity: 1 << 12, SubQueueMaxBytes: 1 << 30}
+		_, st := newDurableStream(t, dir, cfg, wire.StreamSpec{SubQueuePolicy: "block"})
+		sh := shard0(t, st)
+		s := subscribe(t, sh, SubscribeOptions{})
+		const n = 300
+		claims := make([]*Claimed, n)
+		for i := range claims {
+			c, err := sh.Claim(payloads(1, fmt.Sprint(i)), "")
+			if err != nil {
 				t.Fatal(err)
 			}
+			claims[i] = c
 		}
-	}
-	wg.Wait()
-	offs, vals := consume(t, s, n)
-	wantContiguous(t, "subscriber", offs, 0, n)
-	for i, v := range vals {
-		if want := fmt.Sprint(i, "-0"); v != want {
-			t.Fatalf("offset %d holds %q, want %q", i, v, want)
+		rng := rand.New(rand.NewPCG(3, 4))
+		rng.Shuffle(n, func(i, j int) { claims[i], claims[j] = claims[j], claims[i] })
+		// Every claim but 0 first: none may complete until claim 0 does.
+		var wg sync.WaitGroup
+		for _, c := range claims {
+			if c.BaseOffset() == 0 {
+				continue
+			}
+			wg.Go(func() {
+				if err := c.Finish(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
 		}
-	}
+		// Each of those Finish calls is now blocked for good: whatever it
+		// could complete without claim 0, it has.
+		synctest.Wait()
+		if got := sh.NextOffset(); got != 0 {
+			t.Fatalf("completed tail %d before claim 0 finished", got)
+		}
+		if depth, _ := s.q.depth(); depth != 0 {
+			t.Fatalf("%d claims delivered before the claim ahead of them finished", depth)
+		}
+		for _, c := range claims {
+			if c.BaseOffset() == 0 {
+				if err := c.Finish(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		wg.Wait()
+		offs, vals := consume(t, s, n)
+		wantContiguous(t, "subscriber", offs, 0, n)
+		for i, v := range vals {
+			if want := fmt.Sprint(i, "-0"); v != want {
+				t.Fatalf("offset %d holds %q, want %q", i, v, want)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -44,22 +45,43 @@ func TestRevocationsCoverOnlyOlderTokens(t *testing.T) {
 	}
 }
 
+// Concurrent Set, Revoked and Delete on one set (run under -race, which
+// checks the locking): each goroutine reads back exactly what it wrote for
+// its own principal, a Delete lifts only that principal, and a revocation
+// nobody touches stays in force throughout.
 func TestRevocationsConcurrent(t *testing.T) {
 	rs := NewRevocations()
-	id := &Identity{TenantID: "acme", Subject: "alice", IssuedAt: time.Unix(10, 0)}
+	iat := time.Unix(10, 0)
+	rs.Set(wire.Revocation{TenantID: "acme", Subject: "shared", RevokedBefore: 11})
+	shared := &Identity{TenantID: "acme", Subject: "shared", IssuedAt: iat}
+	const workers, rounds = 4, 200
 	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 200 {
-				rs.Set(wire.Revocation{TenantID: "acme", Subject: "alice", RevokedBefore: int64(i*j + 11)})
-				rs.Revoked(id)
-				rs.Delete("acme", "alice")
+	for i := range workers {
+		wg.Go(func() {
+			id := &Identity{TenantID: "acme", Subject: fmt.Sprint("user-", i), IssuedAt: iat}
+			for j := range rounds {
+				before := int64(i*rounds + j + 11)
+				rs.Set(wire.Revocation{TenantID: "acme", Subject: id.Subject, RevokedBefore: before})
+				if r, ok := rs.Revoked(id); !ok || r.RevokedBefore != before {
+					t.Errorf("%s round %d: Revoked = %v, %v; want its own revocation of %d", id.Subject, j, r, ok, before)
+					return
+				}
+				rs.Delete("acme", id.Subject)
+				if r, ok := rs.Revoked(id); ok {
+					t.Errorf("%s round %d: still revoked after Delete: %v", id.Subject, j, r)
+					return
+				}
+				if _, ok := rs.Revoked(shared); !ok {
+					t.Errorf("%s round %d: the untouched revocation was lifted", id.Subject, j)
+					return
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
+	if n := rs.Len(); n != 1 {
+		t.Fatalf("Len = %d after every worker deleted its own, want 1 (the untouched one)", n)
+	}
 }
 
 func TestVerifyRefusesRevokedToken(t *testing.T) {

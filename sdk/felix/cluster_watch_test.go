@@ -179,7 +179,9 @@ func TestClusterCacheWatchCloseDuringResume(t *testing.T) {
 		_, err := w.Next(context.Background())
 		errC <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Close only once that Next is resuming: a Next that started after
+	// Close would return ErrClosed without trying.
+	waitGoroutine(t, "(*resumable[...]).resume(")
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

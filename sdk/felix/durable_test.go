@@ -12,16 +12,32 @@ import (
 
 const durableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
 
+// The auth frames the client sends, as the broker receives them, offer
+// the flags and features durable streams need.
 func TestAuthOffersDurableFlagsAndFeatures(t *testing.T) {
-	for _, f := range []uint16{wire.FlagEventBatchOffsets, wire.FlagEventBatchSkipped, wire.FlagEventBatchTimestamps,
-		wire.FlagEventBatchPublisher, wire.FlagBinaryPublishAckOffset} {
-		if clientFlags&f == 0 {
-			t.Errorf("client_flags lacks %s", wire.FlagNames[f])
-		}
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	if _, err := c.Subscribe(context.Background(), "ns", "s"); err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range []uint64{wire.FeatureSubscriptionLagged, wire.FeatureStreamRead, wire.FeatureRecordTimestamps} {
-		if clientFeatures&f == 0 {
-			t.Errorf("features lacks %#x", f)
+	fb.nextSubscription()
+	fb.mu.Lock()
+	auths := append([]wire.Auth(nil), fb.authMsgs...)
+	fb.mu.Unlock()
+	if len(auths) == 0 {
+		t.Fatal("the fake broker received no auth")
+	}
+	for i, a := range auths {
+		for _, f := range []uint16{wire.FlagEventBatchOffsets, wire.FlagEventBatchSkipped, wire.FlagEventBatchTimestamps,
+			wire.FlagEventBatchPublisher, wire.FlagBinaryPublishAckOffset} {
+			if a.ClientFlags&f == 0 {
+				t.Errorf("auth %d: client_flags %#x lacks %s", i, a.ClientFlags, wire.FlagNames[f])
+			}
+		}
+		for _, f := range []uint64{wire.FeatureSubscriptionLagged, wire.FeatureStreamRead, wire.FeatureRecordTimestamps} {
+			if a.Features&f == 0 {
+				t.Errorf("auth %d: features %#x lack %#x", i, a.Features, f)
+			}
 		}
 	}
 }

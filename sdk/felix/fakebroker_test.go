@@ -79,6 +79,7 @@ type fakeBroker struct {
 	logs      map[string][]wire.StreamRecord // "ns/stream" -> a durable shard 0, offsets ascending
 	reads     []wire.StreamRead              // stream_read requests, in arrival order
 	auths     []string                       // the token of every accepted auth, in order
+	authMsgs  []wire.Auth                    // every accepted auth as received, in order
 	revoked   map[string]bool                // tokens refused (and ended) with code revoked
 	live      map[*quic.Stream]string        // authenticated streams being served, by token
 	subs      []*fakeSub                     // every subscription, in order
@@ -273,6 +274,7 @@ func (fb *fakeBroker) auth(s *quic.Stream, fr *wire.FrameReader) (uint16, bool) 
 	revoked := ok && fb.revoked[a.Token]
 	if ok && err == nil && !revoked {
 		fb.auths = append(fb.auths, a.Token)
+		fb.authMsgs = append(fb.authMsgs, *a)
 		fb.live[s] = a.Token
 	}
 	fb.mu.Unlock()

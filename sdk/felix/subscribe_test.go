@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,25 +344,74 @@ func TestBlockedReaderDoesNotBlockClose(t *testing.T) {
 	}
 	sub, fs := subscribeFake(t, c, fb)
 	fs.send(t, 0, []byte("1"), []byte("2"), []byte("3"))
-	next(t, sub)
+	if ev := next(t, sub); string(ev.Payload) != "1" {
+		t.Fatalf("first event %q", ev.Payload)
+	}
 	blocked := make(chan error, 1)
 	other, _ := subscribeFake(t, c, fb)
 	go func() { _, err := other.Next(context.Background()); blocked <- err }()
-	time.Sleep(20 * time.Millisecond) // let it block in its read
+	// Close only once that Next is inside its read of the event stream: a
+	// Next that started after Close would return ErrClosed without reading.
+	waitGoroutine(t, "(*streamLife[...]).fill(", "(*ReceiveStream).Read(")
 	c.Close()
-	if err := <-blocked; !errors.Is(err, ErrClosed) {
-		t.Fatalf("a Next blocked in its read: %v, want ErrClosed", err)
+	select {
+	case err := <-blocked:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("a Next blocked in its read: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Client.Close left a Next blocked in its read")
 	}
 	// What was read is still returned, then ErrClosed.
-	for {
-		_, err := sub.Next(context.Background())
-		if err != nil {
-			if !errors.Is(err, ErrClosed) {
-				t.Fatalf("got %v", err)
-			}
-			break
+	for _, want := range []string{"2", "3"} {
+		ev, err := sub.Next(context.Background())
+		if err != nil || string(ev.Payload) != want {
+			t.Fatalf("after Close: %q, %v; want the event %q already read", ev.Payload, err, want)
 		}
 	}
+	if _, err := sub.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after the events already read: %v, want ErrClosed", err)
+	}
+}
+
+// waitGoroutine waits until a goroutine the running test started (its
+// stack names the test's function) has every one of frames on its stack
+// and is parked, not running: how a test knows a call is blocked where it
+// means to interrupt it, without sleeping and hoping. It fails the test
+// after 10 seconds.
+func waitGoroutine(t *testing.T, frames ...string) {
+	t.Helper()
+	owner := "." + t.Name() + ".func"
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		buf = buf[:cap(buf)]
+		n := runtime.Stack(buf, true)
+		if n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			head, _, _ := strings.Cut(g, "\n")
+			parked := !strings.Contains(head, "[running") && !strings.Contains(head, "[runnable")
+			if parked && strings.Contains(g, owner) && containsAll(g, frames) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine of %s parked in %v within 10s", t.Name(), frames)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // subscribeFake subscribes c to the fake broker's stream ns/s and returns
