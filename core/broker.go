@@ -23,13 +23,13 @@ type Broker struct {
 // defaults.
 func NewBroker(cfg Config) *Broker {
 	cfg = cfg.withDefaults()
+	cfg.metrics = newCoreMetrics()
 	b := &Broker{
 		cfg:     cfg,
 		streams: map[StreamKey]*Stream{},
 		caches:  map[CacheKey]*Cache{},
 		watch:   newWatchEnv(cfg),
 	}
-	liveWatchEnvs.add(b.watch)
 	return b
 }
 
@@ -226,7 +226,6 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 // Apply calls fail with draining. Core runs no goroutines of its own, so
 // nothing outlives Close.
 func (b *Broker) Close() {
-	liveWatchEnvs.remove(b.watch)
 	b.mu.Lock()
 	b.closed = true
 	streams, caches := b.streams, b.caches

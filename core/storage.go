@@ -85,7 +85,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec) {
 		"stream", sh.stream.key.Stream, "shard", sh.index, "dir", dir}
 	if err != nil {
 		sh.unavailable = err
-		durableShardsRefused.Inc()
+		sh.metrics().durable.shardsRefused.Inc()
 		c.logger().Error("durable shard refused: its log did not recover; the shard stays unavailable until it is repaired",
 			append(attrs, "err", err)...)
 		return
@@ -98,7 +98,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec) {
 	sh.log = lg
 	sh.next = lg.NextOffset()
 	sh.nextPub.Store(sh.next)
-	registerLog(lg)
+	sh.metrics().durable.addLog(lg)
 }
 
 // errUnavailable refuses a request to a durable shard whose log is
@@ -122,7 +122,7 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 // appendError maps a log append failure to what the publisher is told.
 func (sh *Shard) appendError(err error) *wire.Error {
 	if errors.Is(err, flog.ErrNoSpace) {
-		durableNoSpace.Inc()
+		sh.metrics().durable.noSpace.Inc()
 		e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the publish was not written: %v", err).
 			WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
 		e.Retry = wire.RetryRetryAfter
@@ -145,7 +145,7 @@ func (sh *Shard) closeLog() {
 	if sh.log == nil {
 		return
 	}
-	unregisterLog(sh.log)
+	sh.metrics().durable.removeLog(sh.log)
 	if err := sh.log.Close(); err != nil {
 		sh.stream.cfg.Storage.logger().Warn("closing a durable shard log", "stream", sh.stream.key.Stream, "shard", sh.index, "err", err)
 	}

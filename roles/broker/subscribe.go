@@ -426,7 +426,7 @@ func (w *eventWriter) replay() error {
 			return nil
 		}
 		w.buf = w.buf[:0]
-		for _, e := range core.RecordEnvelopes(&w.key, recs) {
+		for _, e := range sh.RecordEnvelopes(recs) {
 			w.buf = append(w.buf, e.Frame(w.flags)...)
 		}
 		if _, err := w.es.Write(w.buf); err != nil {
