@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -14,13 +13,8 @@ import (
 // name the set does not hold fails the test.
 func metricValue(t *testing.T, b *Broker, name string) float64 {
 	t.Helper()
-	return setValue(t, b.Metrics(), name)
-}
-
-func setValue(t *testing.T, s *metrics.Set, name string) float64 {
-	t.Helper()
 	var buf bytes.Buffer
-	s.WritePrometheus(&buf)
+	b.Metrics().WritePrometheus(&buf)
 	for line := range strings.Lines(buf.String()) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
