@@ -29,13 +29,13 @@ type Broker struct {
 // defaults.
 func NewBroker(cfg Config) *Broker {
 	cfg = cfg.withDefaults()
+	cfg.metrics = newCoreMetrics()
 	b := &Broker{
 		cfg:     cfg,
 		streams: map[StreamKey]*Stream{},
 		caches:  map[CacheKey]*Cache{},
 		watch:   newWatchEnv(cfg),
 	}
-	liveWatchEnvs.add(b.watch)
 	return b
 }
 
@@ -285,7 +285,6 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 // Apply calls fail with draining. Core runs no goroutines of its own, so
 // nothing outlives Close.
 func (b *Broker) Close() {
-	liveWatchEnvs.remove(b.watch)
 	b.mu.Lock()
 	b.closed = true
 	streams, caches := b.streams, b.caches
@@ -321,7 +320,7 @@ func (b *Broker) HeldStreams() ([]HeldStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	durableStreamsHeld.Set(float64(len(held)))
+	b.cfg.metrics.durable.streamsHeld.Set(float64(len(held)))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.heldReported == nil {

@@ -151,6 +151,7 @@ type watchEnv struct {
 	maxBytes     int64 // per watch queue
 	maxTotal     int64 // over every watch queue
 	total        atomic.Int64
+	metrics      *coreMetrics // the broker's
 }
 
 // cacheLog is a cache's change log section: the offset counter, the

@@ -143,7 +143,7 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 	w.scanning = retained
 	l.registerLocked(w)
 	l.logMu.Unlock()
-	cacheWatchesGauge.Inc()
+	l.env.metrics.cacheWatches.Inc()
 	if retained {
 		now := opts.Now
 		if now.IsZero() {
@@ -372,7 +372,7 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 		env.total.Add(-size)
 		w.end = &LaggedError{ResumeFrom: ch.Offset}
 		w.mu.Unlock()
-		cacheWatchLagged.Inc()
+		env.metrics.cacheWatchLagged.Inc()
 		w.signal()
 		return false
 	}
@@ -404,7 +404,7 @@ func (w *CacheWatch) Next() (CacheWatchItem, bool) {
 		ch := w.initial[0]
 		w.initial[0] = nil
 		w.initial = w.initial[1:]
-		cacheWatchDelivered.Inc()
+		w.metrics().cacheWatchDelivered.Inc()
 		return CacheWatchItem{Change: ch}, true
 	case w.scanning:
 	case w.state != nil:
@@ -426,7 +426,7 @@ func (w *CacheWatch) popLocked() *CacheChange {
 	w.qhead++
 	w.queue, w.qhead = compactFront(w.queue, w.qhead)
 	w.releaseLocked(ch.size())
-	cacheWatchDelivered.Inc()
+	w.metrics().cacheWatchDelivered.Inc()
 	return ch
 }
 
@@ -451,6 +451,6 @@ func (w *CacheWatch) Close() {
 	w.releaseLocked(w.queued)
 	w.queue, w.qhead, w.initial, w.state = nil, 0, nil, nil
 	w.mu.Unlock()
-	cacheWatchesGauge.Dec()
+	w.metrics().cacheWatches.Dec()
 	w.signal()
 }

@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -574,47 +570,46 @@ func TestCacheWatchHistoryTotal(t *testing.T) {
 	}
 }
 
-// gaugeValue reads a gauge from the process's metrics as scraped.
-func gaugeValue(t *testing.T, name string) float64 {
-	t.Helper()
-	var b bytes.Buffer
-	metrics.WritePrometheus(&b, false)
-	for line := range strings.Lines(b.String()) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no %s in the metrics", name)
-	return 0
-}
-
-// The byte gauges are what the open brokers' watches queue and keep as
-// history, read when scraped; a closed broker counts for nothing.
+// The byte gauges are what a broker's watches queue and keep as history,
+// read when scraped: another broker's watches count for nothing, and a
+// closed broker whose watches are closed holds nothing.
 func TestCacheWatchByteGauges(t *testing.T) {
-	queued0, hist0 := gaugeValue(t, "felix_cache_watch_queued_bytes"), gaugeValue(t, "felix_cache_watch_history_bytes")
-	b := NewBroker(Config{})
-	if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
-		t.Fatal(err)
+	watched := func() (*Broker, *CacheWatch) {
+		b := NewBroker(Config{})
+		if err := b.ApplyCache(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := b.Cache(CacheKey{"t", "ns", "c"})
+		w, _, err := c.Watch(CacheWatchOptions{Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Put("k", []byte("v"), 0, testNow)
+		return b, w
 	}
-	c, _ := b.Cache(CacheKey{"t", "ns", "c"})
-	w, _, err := c.Watch(CacheWatchOptions{Key: "k"})
-	if err != nil {
-		t.Fatal(err)
+	gauges := func(b *Broker) (queued, history float64) {
+		return metricValue(t, b, "felix_cache_watch_queued_bytes"), metricValue(t, b, "felix_cache_watch_history_bytes")
 	}
-	defer w.Close()
-	c.Put("k", []byte("v"), 0, testNow)
+	a, wa := watched()
+	b, wb := watched()
+	defer wb.Close()
+	wb.Next() // b's change is delivered: its history keeps it, its queue does not
 	size := float64((&CacheChange{Key: "k", Value: []byte("v")}).size())
-	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes")-queued0, gaugeValue(t, "felix_cache_watch_history_bytes")-hist0; q != size || h != size {
-		t.Fatalf("queued +%v, history +%v; want +%v each", q, h, size)
+	if q, h := gauges(a); q != size || h != size {
+		t.Fatalf("a: queued %v, history %v; want %v each", q, h, size)
+	}
+	if q, h := gauges(b); q != 0 || h != size {
+		t.Fatalf("b: queued %v, history %v; want 0, %v", q, h, size)
+	}
+	a.Close()
+	wa.Close() // a watch the broker ended keeps its queue until its owner closes it
+	if q, h := gauges(a); q != 0 || h != 0 {
+		t.Fatalf("after Close: queued %v, history %v; want 0", q, h)
+	}
+	if q, h := gauges(b); q != 0 || h != size {
+		t.Fatalf("b after a's Close: queued %v, history %v; want 0, %v", q, h, size)
 	}
 	b.Close()
-	if q, h := gaugeValue(t, "felix_cache_watch_queued_bytes"), gaugeValue(t, "felix_cache_watch_history_bytes"); q != queued0 || h != hist0 {
-		t.Fatalf("after Close: queued %v, history %v; want %v, %v", q, h, queued0, hist0)
-	}
 }
 
 // What a change counts against the bounds covers what it holds once

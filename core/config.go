@@ -73,6 +73,11 @@ type Config struct {
 	// Storage, when set, makes durable streams write segment logs; nil
 	// serves them from memory.
 	Storage *StorageConfig
+
+	// metrics are the broker's own metrics, set by NewBroker (whatever the
+	// caller's Config held); streams, shards and the watch environment
+	// reach them through their copy of the Config.
+	metrics *coreMetrics
 }
 
 // withDefaults returns c with every zero or negative field set to its
@@ -122,8 +127,10 @@ func (c Config) withDefaults() Config {
 }
 
 func newWatchEnv(c Config) *watchEnv {
-	return &watchEnv{historyBytes: c.CacheWatchHistoryBytes, historyTotal: c.CacheWatchHistoryBytesTotal,
-		maxBytes: c.CacheWatchMaxBytes, maxTotal: c.CacheWatchMaxBytesTotal}
+	e := &watchEnv{historyBytes: c.CacheWatchHistoryBytes, historyTotal: c.CacheWatchHistoryBytesTotal,
+		maxBytes: c.CacheWatchMaxBytes, maxTotal: c.CacheWatchMaxBytesTotal, metrics: c.metrics}
+	c.metrics.addWatchEnv(e)
+	return e
 }
 
 func nextPowerOfTwo(n int) int {

@@ -69,7 +69,8 @@
 //
 // An Envelope is shared by every subscriber and the ring. Envelope.Frame
 // encodes the event frame for a given flags value at most once and hands
-// the same bytes to every caller; FramesEncoded counts encodes.
+// the same bytes to every caller; felix_event_frames_encoded_total, in the
+// broker's Metrics set, counts encodes.
 //
 // # Caches
 //

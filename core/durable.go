@@ -56,7 +56,7 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 	if err != nil {
 		return nil, sh.appendError(err)
 	}
-	env := newEnvelope(&sh.stream.key, payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
+	env := sh.envelope(payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
 	c := &Claimed{sh: sh, env: env, app: app, prev: sh.lastClaim, done: make(chan struct{})}
 	sh.lastClaim = c.done
 	return c, nil
@@ -121,7 +121,7 @@ func (e *LaggedError) Error() string {
 // lag ends the subscriber at the first dropped batch.
 func (s *Subscriber) lag(base uint64) {
 	if s.q.end(&LaggedError{ResumeFrom: base}, false) {
-		subscriptionsLagged.Inc()
+		s.shard.metrics().durable.subsLagged.Inc()
 	}
 }
 
@@ -221,7 +221,7 @@ func (sh *Shard) Read(from, end uint64, maxRecords, maxBytes int) ([]flog.Record
 	if err != nil {
 		return nil, from, sh.errUnavailable(err)
 	}
-	durableReplayRecords.Add(len(recs))
+	sh.metrics().durable.replayRecords.Add(len(recs))
 	return recs, next, nil
 }
 
@@ -262,7 +262,7 @@ func errNotDurable(sh *Shard) *wire.Error {
 // RecordEnvelopes groups log records into envelopes for delivery: runs of
 // consecutive records with the same publisher share one envelope, which
 // carries each record's own append time.
-func RecordEnvelopes(key *StreamKey, recs []flog.Record) []*Envelope {
+func (sh *Shard) RecordEnvelopes(recs []flog.Record) []*Envelope {
 	var out []*Envelope
 	for i := 0; i < len(recs); {
 		j := i + 1
@@ -275,7 +275,7 @@ func RecordEnvelopes(key *StreamKey, recs []flog.Record) []*Envelope {
 			payloads[k-i] = recs[k].Payload
 			times[k-i] = recs[k].TimeMicros
 		}
-		e := newEnvelope(key, payloads, recs[i].Offset, recs[i].Publisher, time.UnixMicro(int64(times[0])))
+		e := sh.envelope(payloads, recs[i].Offset, recs[i].Publisher, time.UnixMicro(int64(times[0])))
 		e.Times = times
 		out = append(out, e)
 		i = j

@@ -8,60 +8,79 @@ import (
 	flog "github.com/felixmq/felix/log"
 )
 
-// Durable-storage metrics. The log package registers nothing itself (a
-// process holds many logs); core sums their Stats at scrape time.
-var (
-	durableShardsRefused = metrics.GetOrCreateCounter("felix_durable_shards_refused_total")
-	durableNoSpace       = metrics.GetOrCreateCounter("felix_durable_publish_no_space_total")
-	subscriptionsLagged  = metrics.GetOrCreateCounter("felix_subscriptions_lagged_total")
-	durableReplayRecords = metrics.GetOrCreateCounter("felix_durable_replay_records_total")
+// durableMetrics are a broker's durable-storage metrics. The log package
+// registers nothing itself (a broker holds many logs); the broker sums
+// the Stats of its open logs at scrape time.
+type durableMetrics struct {
+	shardsRefused *metrics.Counter
+	noSpace       *metrics.Counter
+	subsLagged    *metrics.Counter
+	replayRecords *metrics.Counter
+	// streamsHeld counts the stream directories on disk that no served
+	// stream owns (set by Broker.HeldStreams).
+	streamsHeld *metrics.Gauge
 
-	// openLogs are the logs whose Stats the gauges sum; closedTotals keeps
-	// the running totals of logs closed since, so that the *_total series
-	// never go down. Both guarded by openLogsMu.
-	openLogs     = map[*flog.Log]struct{}{}
-	closedTotals flog.Stats
-	openLogsMu   sync.Mutex
-)
+	mu sync.Mutex
+	// open are the broker's logs whose Stats the gauges sum; closed keeps
+	// the running totals of its logs closed since, so that the *_total
+	// series never go down. Both guarded by mu.
+	open   map[*flog.Log]struct{}
+	closed flog.Stats
+}
 
-func init() {
-	sum := func(f func(flog.Stats) float64) func() float64 {
-		return func() float64 {
-			openLogsMu.Lock()
-			defer openLogsMu.Unlock()
-			total := f(closedTotals)
-			for l := range openLogs {
-				total += f(l.Stats())
-			}
-			return total
-		}
-	}
-	metrics.NewGauge("felix_durable_logs", func() float64 {
-		openLogsMu.Lock()
-		defer openLogsMu.Unlock()
-		return float64(len(openLogs))
+func (d *durableMetrics) register(s *metrics.Set) {
+	d.open = map[*flog.Log]struct{}{}
+	d.shardsRefused = s.NewCounter("felix_durable_shards_refused_total")
+	d.noSpace = s.NewCounter("felix_durable_publish_no_space_total")
+	d.subsLagged = s.NewCounter("felix_subscriptions_lagged_total")
+	d.replayRecords = s.NewCounter("felix_durable_replay_records_total")
+	d.streamsHeld = s.NewGauge("felix_durable_streams_held", nil)
+	s.NewGauge("felix_durable_logs", func() float64 {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return float64(len(d.open))
 	})
-	metrics.NewGauge("felix_durable_log_bytes", sum(func(s flog.Stats) float64 { return float64(s.Bytes) }))
-	metrics.NewGauge("felix_durable_log_segments", sum(func(s flog.Stats) float64 { return float64(s.Segments) }))
-	metrics.NewGauge("felix_durable_appends_total", sum(func(s flog.Stats) float64 { return float64(s.Appends) }))
-	metrics.NewGauge("felix_durable_fsyncs_total", sum(func(s flog.Stats) float64 { return float64(s.Fsyncs) }))
-	metrics.NewGauge("felix_durable_fsync_seconds_total", sum(func(s flog.Stats) float64 { return float64(s.FsyncNanos) / 1e9 }))
+	s.NewGauge("felix_durable_log_bytes", d.sum(func(s flog.Stats) float64 { return float64(s.Bytes) }))
+	s.NewGauge("felix_durable_log_segments", d.sum(func(s flog.Stats) float64 { return float64(s.Segments) }))
+	s.NewGauge("felix_durable_appends_total", d.sum(func(s flog.Stats) float64 { return float64(s.Appends) }))
+	s.NewGauge("felix_durable_fsyncs_total", d.sum(func(s flog.Stats) float64 { return float64(s.Fsyncs) }))
+	s.NewGauge("felix_durable_fsync_seconds_total", d.sum(func(s flog.Stats) float64 { return float64(s.FsyncNanos) / 1e9 }))
 }
 
-func registerLog(l *flog.Log) {
-	openLogsMu.Lock()
-	openLogs[l] = struct{}{}
-	openLogsMu.Unlock()
+// sum returns a gauge callback adding f over the closed totals and every
+// open log.
+func (d *durableMetrics) sum(f func(flog.Stats) float64) func() float64 {
+	return func() float64 {
+		// The logs are read outside mu: each has its own lock.
+		d.mu.Lock()
+		total := f(d.closed)
+		open := make([]*flog.Log, 0, len(d.open))
+		for l := range d.open {
+			open = append(open, l)
+		}
+		d.mu.Unlock()
+		for _, l := range open {
+			total += f(l.Stats())
+		}
+		return total
+	}
 }
 
-// unregisterLog stops summing l, keeping its running totals (not its
-// size, which is gone with it).
-func unregisterLog(l *flog.Log) {
+// addLog starts summing l.
+func (d *durableMetrics) addLog(l *flog.Log) {
+	d.mu.Lock()
+	d.open[l] = struct{}{}
+	d.mu.Unlock()
+}
+
+// removeLog stops summing l, keeping its running totals (not its size,
+// which is gone with it).
+func (d *durableMetrics) removeLog(l *flog.Log) {
 	s := l.Stats()
-	openLogsMu.Lock()
-	delete(openLogs, l)
-	closedTotals.Appends += s.Appends
-	closedTotals.Fsyncs += s.Fsyncs
-	closedTotals.FsyncNanos += s.FsyncNanos
-	openLogsMu.Unlock()
+	d.mu.Lock()
+	delete(d.open, l)
+	d.closed.Appends += s.Appends
+	d.closed.Fsyncs += s.Fsyncs
+	d.closed.FsyncNanos += s.FsyncNanos
+	d.mu.Unlock()
 }

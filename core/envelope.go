@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/felixmq/felix/wire"
 )
 
@@ -41,6 +43,10 @@ type Envelope struct {
 	// frames is a prepend-only list of encoded frames, one per distinct
 	// flags value. Invariant: no two slots share a flags value.
 	frames atomic.Pointer[frameSlot]
+	// encodes counts the frames encoded, in the metrics of the broker
+	// that built the envelope; nil (an envelope built elsewhere) counts
+	// nothing.
+	encodes *metrics.Counter
 }
 
 // frameSlot holds the frame encoded for one flags value.
@@ -56,6 +62,14 @@ func newEnvelope(key *StreamKey, payloads [][]byte, base uint64, publisher strin
 		Key: key, Payloads: payloads, BaseOffset: base, Publisher: publisher,
 		EnqueuedAt: at, size: payloadBytes(payloads),
 	}
+}
+
+// envelope builds an envelope of the shard's stream whose encodes count
+// in the shard's broker.
+func (sh *Shard) envelope(payloads [][]byte, base uint64, publisher string, at time.Time) *Envelope {
+	e := newEnvelope(&sh.stream.key, payloads, base, publisher, at)
+	e.encodes = sh.metrics().framesEncoded
+	return e
 }
 
 func payloadBytes(payloads [][]byte) int {
@@ -105,7 +119,9 @@ func (e *Envelope) Frame(flags uint16) []byte {
 	s := e.slot(flags)
 	s.once.Do(func() {
 		s.b = e.encode(flags)
-		countFrameEncoded()
+		if e.encodes != nil {
+			e.encodes.Inc()
+		}
 	})
 	return s.b
 }
@@ -196,6 +212,7 @@ func (e *Envelope) suffixFrom(n uint64) *Envelope {
 	}
 	rest := e.Payloads[n-e.BaseOffset:]
 	s := newEnvelope(e.Key, rest, n, e.Publisher, e.EnqueuedAt)
+	s.encodes = e.encodes
 	if len(e.Times) == len(e.Payloads) {
 		s.Times = e.Times[n-e.BaseOffset:]
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestEncodeOncePerFlagsAcross50Subscribers(t *testing.T) {
-	_, st := newTestStream(t, Config{}, 1, "")
+	b, st := newTestStream(t, Config{}, 1, "")
 	sh := shard0(t, st)
 	subs := make([]*Subscriber, 50)
 	for i := range subs {
@@ -23,7 +23,7 @@ func TestEncodeOncePerFlagsAcross50Subscribers(t *testing.T) {
 		wire.FlagBinaryEventBatchShared,
 		wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher,
 	}
-	before := FramesEncoded()
+	before := metricValue(t, b, "felix_event_frames_encoded_total")
 	frames := make([][][]byte, len(subs))
 	var envs []*Envelope
 	var wg sync.WaitGroup
@@ -40,8 +40,8 @@ func TestEncodeOncePerFlagsAcross50Subscribers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := FramesEncoded() - before; got != uint64(len(flagSets)) {
-		t.Fatalf("encoded %d frames for %d flag sets", got, len(flagSets))
+	if got := metricValue(t, b, "felix_event_frames_encoded_total") - before; got != float64(len(flagSets)) {
+		t.Fatalf("encoded %v frames for %d flag sets", got, len(flagSets))
 	}
 	for i := range subs {
 		if envs[i] != envs[0] {

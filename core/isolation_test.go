@@ -27,11 +27,11 @@ func checkContiguous(t *testing.T, who string, envs []*Envelope, from uint64) ui
 func TestDropNewIsolatesSlowConsumer(t *testing.T) {
 	for _, policy := range []string{"drop_new", "drop_old"} {
 		t.Run(policy, func(t *testing.T) {
-			_, st := newTestStream(t, Config{}, 1, policy)
+			b, st := newTestStream(t, Config{}, 1, policy)
 			sh := shard0(t, st)
 			slow := subscribe(t, sh, SubscribeOptions{Capacity: 4})
 			fast := subscribe(t, sh, SubscribeOptions{Capacity: 4})
-			before, beforeOld := subQueueDropped.Get(), dropOldEmulated.Get()
+			m := b.cfg.metrics
 			var got []*Envelope
 			for i := range 100 {
 				publish(t, sh, payloads(2, "b"))
@@ -53,14 +53,14 @@ func TestDropNewIsolatesSlowConsumer(t *testing.T) {
 				t.Errorf("slow queue depth %d, want 4", n)
 			}
 			checkContiguous(t, "slow", drain(slow), 0) // keeps the oldest four
-			if d := subQueueDropped.Get() - before; d != 96 {
+			if d := m.subQueueDropped.Get(); d != 96 {
 				t.Errorf("felix_sub_queue_dropped_total grew by %d", d)
 			}
 			wantOld := uint64(0)
 			if policy == "drop_old" {
 				wantOld = 96
 			}
-			if d := dropOldEmulated.Get() - beforeOld; d != wantOld {
+			if d := m.dropOldEmulated.Get(); d != wantOld {
 				t.Errorf("felix_sub_queue_drop_old_emulated_total grew by %d, want %d", d, wantOld)
 			}
 		})

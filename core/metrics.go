@@ -1,86 +1,80 @@
 package core
 
 import (
-	"sync"
-	"sync/atomic"
-
 	"github.com/VictoriaMetrics/metrics"
 )
 
-// Process-wide counters (VictoriaMetrics default set).
-var (
+// coreMetrics are one broker core's metrics, kept in a set of its own
+// (as raftmeta keeps one per member) so that several brokers can live in
+// one process without sharing counters. NewBroker creates them and puts
+// them in its Config copy, which every stream, shard, subscriber and
+// watch environment holds: a hot path reaches a counter through two
+// pointers, never a lookup.
+type coreMetrics struct {
+	set *metrics.Set
+
 	// subQueueDropped counts every batch dropped on the subscribe path,
 	// whatever the policy.
-	subQueueDropped = metrics.GetOrCreateCounter("felix_sub_queue_dropped_total")
+	subQueueDropped *metrics.Counter
 	// dropOldEmulated counts the drops of DropOld streams, which behave as
 	// DropNew.
-	dropOldEmulated = metrics.GetOrCreateCounter("felix_sub_queue_drop_old_emulated_total")
+	dropOldEmulated *metrics.Counter
 	// subscribeDropped counts subscribers the broker ended (stream deleted
 	// or replaced, broker closed), as opposed to closed by their owner.
-	subscribeDropped = metrics.GetOrCreateCounter("felix_subscribe_dropped_total")
-	// framesEncodedMetric mirrors framesEncoded.
-	framesEncodedMetric = metrics.GetOrCreateCounter("felix_event_frames_encoded_total")
+	subscribeDropped *metrics.Counter
+	// framesEncoded counts the event frames encoded for envelopes this
+	// broker built (each encodes at most once per distinct flags value).
+	framesEncoded *metrics.Counter
 
 	// Cache watches: open watches, values and changes handed to their
-	// owners, watches ended lagged, bytes of change history held and of
-	// changes queued for watches.
-	cacheWatchesGauge   = metrics.GetOrCreateGauge("felix_cache_watches", nil)
-	cacheWatchDelivered = metrics.GetOrCreateCounter("felix_cache_watch_changes_delivered_total")
-	cacheWatchLagged    = metrics.GetOrCreateCounter("felix_cache_watch_lagged_total")
-	_                   = metrics.GetOrCreateGauge("felix_cache_watch_history_bytes", func() float64 {
-		return liveWatchEnvs.sum(func(e *watchEnv) int64 { return e.historyUsed.Load() })
-	})
-	_ = metrics.GetOrCreateGauge("felix_cache_watch_queued_bytes", func() float64 {
-		return liveWatchEnvs.sum(func(e *watchEnv) int64 { return e.total.Load() })
-	})
-)
+	// owners, watches ended lagged. The history and queued byte gauges
+	// read the watch environment when scraped (see addWatchEnv), so the
+	// hot path keeps one atomic per change (the bound's) instead of two.
+	cacheWatches        *metrics.Gauge
+	cacheWatchDelivered *metrics.Counter
+	cacheWatchLagged    *metrics.Counter
 
-// liveWatchEnvs are the watch environments of the open brokers: the two
-// byte gauges above are their counters summed when scraped, so the hot
-// path keeps one atomic per change (the bound's) instead of two.
-var liveWatchEnvs = watchEnvSet{m: map[*watchEnv]struct{}{}}
-
-type watchEnvSet struct {
-	mu sync.Mutex
-	m  map[*watchEnv]struct{}
+	durable durableMetrics
 }
 
-func (s *watchEnvSet) add(e *watchEnv) {
-	s.mu.Lock()
-	s.m[e] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *watchEnvSet) remove(e *watchEnv) {
-	s.mu.Lock()
-	delete(s.m, e)
-	s.mu.Unlock()
-}
-
-func (s *watchEnvSet) sum(f func(*watchEnv) int64) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for e := range s.m {
-		n += f(e)
+func newCoreMetrics() *coreMetrics {
+	s := metrics.NewSet()
+	m := &coreMetrics{
+		set:                 s,
+		subQueueDropped:     s.NewCounter("felix_sub_queue_dropped_total"),
+		dropOldEmulated:     s.NewCounter("felix_sub_queue_drop_old_emulated_total"),
+		subscribeDropped:    s.NewCounter("felix_subscribe_dropped_total"),
+		framesEncoded:       s.NewCounter("felix_event_frames_encoded_total"),
+		cacheWatches:        s.NewGauge("felix_cache_watches", nil),
+		cacheWatchDelivered: s.NewCounter("felix_cache_watch_changes_delivered_total"),
+		cacheWatchLagged:    s.NewCounter("felix_cache_watch_lagged_total"),
 	}
-	return float64(n)
+	m.durable.register(s)
+	return m
 }
 
-var framesEncoded atomic.Uint64
-
-// FramesEncoded returns how many event frames this process has encoded
-// (each Envelope encodes at most once per distinct flags value).
-func FramesEncoded() uint64 { return framesEncoded.Load() }
-
-func countFrameEncoded() {
-	framesEncoded.Add(1)
-	framesEncodedMetric.Inc()
+// addWatchEnv exposes the byte counters of the broker's watch
+// environment.
+func (m *coreMetrics) addWatchEnv(e *watchEnv) {
+	m.set.NewGauge("felix_cache_watch_history_bytes", func() float64 { return float64(e.historyUsed.Load()) })
+	m.set.NewGauge("felix_cache_watch_queued_bytes", func() float64 { return float64(e.total.Load()) })
 }
 
-func countDrop(p QueuePolicy) {
-	subQueueDropped.Inc()
+// Metrics returns the broker's own metric set (Prometheus names felix_*,
+// as the spec lists them). It is not registered globally: whoever
+// exposes the broker writes it (Set.WritePrometheus) next to the
+// process-wide metrics.
+func (b *Broker) Metrics() *metrics.Set { return b.cfg.metrics.set }
+
+// metrics returns the metrics of the shard's broker.
+func (sh *Shard) metrics() *coreMetrics { return sh.stream.cfg.metrics }
+
+// metrics returns the metrics of the watch's broker.
+func (w *CacheWatch) metrics() *coreMetrics { return w.c.log.env.metrics }
+
+func (m *coreMetrics) countDrop(p QueuePolicy) {
+	m.subQueueDropped.Inc()
 	if p == DropOld {
-		dropOldEmulated.Inc()
+		m.dropOldEmulated.Inc()
 	}
 }

@@ -144,7 +144,7 @@ func (sh *Shard) claim(payloads [][]byte, publisher string) (*Envelope, error) {
 	base := sh.next
 	sh.next += uint64(len(payloads))
 	sh.nextPub.Store(sh.next)
-	return newEnvelope(&sh.stream.key, payloads, base, publisher, time.Now()), nil
+	return sh.envelope(payloads, base, publisher, time.Now()), nil
 }
 
 // complete appends a claimed batch to the ring and fans it out. Caller

@@ -75,7 +75,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr e
 	dir := ShardDir(c.Dir, sh.stream.key, sh.index)
 	if claimErr != nil {
 		sh.unavailable = claimErr
-		durableShardsRefused.Inc()
+		sh.metrics().durable.shardsRefused.Inc()
 		c.logger().Error("durable shard refused: its stream's directory is not this stream's; the shard stays unavailable until it is resolved",
 			"tenant", sh.stream.key.Tenant, "namespace", sh.stream.key.Namespace, "stream", sh.stream.key.Stream,
 			"shard", sh.index, "dir", dir, "err", claimErr)
@@ -94,7 +94,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr e
 		"stream", sh.stream.key.Stream, "shard", sh.index, "dir", dir}
 	if err != nil {
 		sh.unavailable = err
-		durableShardsRefused.Inc()
+		sh.metrics().durable.shardsRefused.Inc()
 		c.logger().Error("durable shard refused: its log did not recover; the shard stays unavailable until it is repaired",
 			append(attrs, "err", err)...)
 		return
@@ -107,7 +107,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr e
 	sh.log = lg
 	sh.next = lg.NextOffset()
 	sh.nextPub.Store(sh.next)
-	registerLog(lg)
+	sh.metrics().durable.addLog(lg)
 }
 
 // errUnavailable refuses a request to a durable shard whose log is
@@ -131,7 +131,7 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 // appendError maps a log append failure to what the publisher is told.
 func (sh *Shard) appendError(err error) *wire.Error {
 	if errors.Is(err, flog.ErrNoSpace) {
-		durableNoSpace.Inc()
+		sh.metrics().durable.noSpace.Inc()
 		e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the publish was not written: %v", err).
 			WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
 		e.Retry = wire.RetryRetryAfter
@@ -154,7 +154,7 @@ func (sh *Shard) closeLog() {
 	if sh.log == nil {
 		return
 	}
-	unregisterLog(sh.log)
+	sh.metrics().durable.removeLog(sh.log)
 	if err := sh.log.Close(); err != nil {
 		sh.stream.cfg.Storage.logger().Warn("closing a durable shard log", "stream", sh.stream.key.Stream, "shard", sh.index, "err", err)
 	}

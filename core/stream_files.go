@@ -7,13 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	"github.com/VictoriaMetrics/metrics"
 )
-
-// durableStreamsHeld counts the stream directories on disk that no
-// served stream owns: kept because nobody deleted them.
-var durableStreamsHeld = metrics.GetOrCreateGauge("felix_durable_streams_held", nil)
 
 // claimStreamDir readies the stream's directory for the files of want
 // before its shard logs open. Files of another identity found there are

@@ -114,11 +114,11 @@ func (s *Subscriber) Close() {
 // broker closed), keeping what is queued readable unless discard is set.
 func (s *Subscriber) endBy(err error, discard bool) {
 	if s.q.end(err, discard) {
-		subscribeDropped.Inc()
+		s.shard.metrics().subscribeDropped.Inc()
 	}
 }
 
 func (s *Subscriber) countDrop(p QueuePolicy) {
 	s.dropped.Add(1)
-	countDrop(p)
+	s.shard.metrics().countDrop(p)
 }

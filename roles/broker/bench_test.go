@@ -48,8 +48,9 @@ func BenchmarkPublishFanout(b *testing.B) {
 // carried no acked publish, such as a subscribe's or a cache watch's.
 func BenchmarkControlStreamEnd(b *testing.B) {
 	ctx := context.Background()
+	owed := newServerMetrics().outAckDepth
 	for b.Loop() {
-		sw := newStreamWriter(io.Discard, 1024, func(error) {})
+		sw := newStreamWriter(io.Discard, 1024, owed, func(error) {})
 		if err := sw.waitOwed(ctx); err != nil {
 			b.Fatal(err)
 		}

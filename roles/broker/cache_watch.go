@@ -331,7 +331,7 @@ func (w *watchWriter) write(try bool) error {
 		return err
 	}
 	w.buf = w.buf[:0]
-	deliveredMessages.Add(w.changes)
+	w.c.srv.metrics.deliveredMessages.Add(w.changes)
 	w.changes = 0
 	return nil
 }

@@ -249,7 +249,7 @@ func TestCacheWatchStalledByFlowControlEndsOnRevoke(t *testing.T) {
 	}
 	// Wait until the writer has stopped on flow control: what the watch
 	// still holds stops shrinking.
-	held := func() float64 { return metricValue("felix_cache_watch_queued_bytes") }
+	held := func() float64 { return e.metric("felix_cache_watch_queued_bytes") }
 	deadline := time.Now().Add(10 * time.Second)
 	for prev := -1.0; ; time.Sleep(50 * time.Millisecond) {
 		cur := held()

@@ -149,7 +149,7 @@ func (c *connection) reserveSub() bool {
 		}
 		if c.subs.CompareAndSwap(n, n+1) {
 			if n == 0 {
-				subConnectionsGauge.Inc()
+				c.srv.metrics.subConnections.Inc()
 			}
 			return true
 		}
@@ -158,7 +158,7 @@ func (c *connection) reserveSub() bool {
 
 func (c *connection) releaseSub() {
 	if c.subs.Add(-1) == 0 {
-		subConnectionsGauge.Dec()
+		c.srv.metrics.subConnections.Dec()
 	}
 }
 

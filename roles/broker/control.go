@@ -76,7 +76,7 @@ func (c *connection) serveControl(st *quic.Stream) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
 	cs := &controlStream{c: c, srv: c.srv, r: st, rd: st, ctx: ctx}
-	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, cancel)
+	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, c.srv.metrics.outAckDepth, cancel)
 	defer cs.release()
 	end := cs.loop()
 	cs.out.waitOwed(ctx)
@@ -217,14 +217,14 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 		}
 	}
 	if m == nil {
-		authFailures.Inc()
+		cs.srv.metrics.authFailures.Inc()
 		cs.sendError(wire.NewError(wire.CodeUnauthorized, "auth required"), nil)
 		return false
 	}
 	cs.clientFlags, cs.features = m.ClientFlags, m.Features
 	id, err := cs.srv.verifier.Verify(cs.ctx, m.Token, m.TenantID)
 	if err != nil {
-		authFailures.Inc()
+		cs.srv.metrics.authFailures.Inc()
 		e := asWireError(err)
 		if e.Code != wire.CodeUnauthorized && e.Code != wire.CodeRevoked {
 			e = wire.NewError(wire.CodeUnauthorized, "%s", e.Message)
@@ -233,7 +233,7 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 		return false
 	}
 	if e := cs.srv.revs.Check(id); e != nil {
-		authFailures.Inc()
+		cs.srv.metrics.authFailures.Inc()
 		cs.sendError(e, nil)
 		return false
 	}

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/quic-go/quic-go"
 
 	"github.com/felixmq/felix/core/auth"
@@ -526,10 +525,10 @@ func checkOrder(t testing.TB, got [][]byte, n int) {
 	}
 }
 
-// metricValue reads one sample from the process's Prometheus text.
-func metricValue(name string) float64 {
+// metric reads one sample from the broker's own metrics (0 when absent).
+func (e *env) metric(name string) float64 {
 	var b bytes.Buffer
-	metrics.WritePrometheus(&b, false)
+	e.srv.WriteMetrics(&b)
 	for _, line := range strings.Split(b.String(), "\n") {
 		if rest, ok := strings.CutPrefix(line, name+" "); ok {
 			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)

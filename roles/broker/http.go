@@ -10,10 +10,18 @@ import (
 // (Prometheus text), /live (200 while the process runs) and /ready (200
 // once the first catalog sync finished and until the drain starts, 503
 // otherwise). Everything on it is read-only.
+//
+// /metrics writes this broker's own sets (WriteMetrics), then what the
+// process registered globally: the default set (the control plane's
+// metrics when it runs in the same process), the sets registered with
+// metrics.RegisterSet (each Raft member's) and the Go and process
+// metrics, once. The broker's own sets are never registered globally, so
+// a second broker in the process shows up only on its own endpoint.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		s.WriteMetrics(w)
 		metrics.WritePrometheus(w, true)
 	})
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {

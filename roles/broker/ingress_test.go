@@ -64,7 +64,7 @@ func TestIngressWaitIsLossless(t *testing.T) {
 	e := startEnv(t, cfg, wire.StreamSpec{Stream: "blocky", SubQueuePolicy: "block"})
 	subConn := e.dial(16 << 10)
 	sub := e.subscribe(subConn, e.authed(subConn, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "blocky")
-	dropped := metricValue("felix_broker_ingress_dropped_total")
+	dropped := e.metric("felix_broker_ingress_dropped_total")
 
 	const n, size = 200, 4 << 10
 	pub := e.authed(e.dial(0), 0, allFeatures, pubAll)
@@ -86,7 +86,7 @@ func TestIngressWaitIsLossless(t *testing.T) {
 			t.Fatalf("payload %d out of order or lost", i)
 		}
 	}
-	if d := metricValue("felix_broker_ingress_dropped_total") - dropped; d != 0 {
+	if d := e.metric("felix_broker_ingress_dropped_total") - dropped; d != 0 {
 		t.Fatalf("%v fire-and-forget publishes dropped", d)
 	}
 }

@@ -55,13 +55,17 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 
 func TestStreamWriterOwedAnswers(t *testing.T) {
 	var out lockedBuffer
-	sw := newStreamWriter(&out, 2, func(error) {})
+	owed := newServerMetrics().outAckDepth
+	sw := newStreamWriter(&out, 2, owed, func(error) {})
 	ctx := context.Background()
 	if err := sw.reserveOwed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sw.reserveOwed(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if owed.Get() != 2 {
+		t.Fatalf("out ack depth %v with two answers owed", owed.Get())
 	}
 	full, cancel := context.WithCancel(ctx)
 	cancel()
@@ -85,7 +89,7 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	if got := out.b.String(); len(got) != 2 || !bytes.ContainsRune([]byte(got), 'a') || !bytes.ContainsRune([]byte(got), 'b') {
 		t.Fatalf("wrote %q", got)
 	}
-	if outAckDepthGauge.Get() != 0 {
-		t.Fatalf("out ack depth %v", outAckDepthGauge.Get())
+	if owed.Get() != 0 {
+		t.Fatalf("out ack depth %v", owed.Get())
 	}
 }

@@ -2,62 +2,69 @@ package broker
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
 )
 
-// Process-wide metrics (VictoriaMetrics default set). Gauges that several
-// Servers in one process share are kept with Inc/Dec; the ingress queue
-// depth is summed over live servers when scraped.
-var (
-	connectionsGauge    = metrics.GetOrCreateGauge("felix_broker_connections", nil)
-	subConnectionsGauge = metrics.GetOrCreateGauge("felix_sub_active_connections", nil)
-	subscriptionsGauge  = metrics.GetOrCreateGauge("felix_broker_subscriptions", nil)
-	outAckDepthGauge    = metrics.GetOrCreateGauge("felix_broker_out_ack_depth", nil)
+// serverMetrics are one Server's metrics, kept in a set of its own (next
+// to its core's, see core.Broker.Metrics) so that several brokers can
+// live in one process without sharing counts. Neither set is registered
+// globally: the Server's /metrics writes both.
+type serverMetrics struct {
+	set *metrics.Set
 
-	publishMessages   = metrics.GetOrCreateCounter("felix_publish_messages_total")
-	publishBytes      = metrics.GetOrCreateCounter("felix_publish_bytes_total")
-	deliveredMessages = metrics.GetOrCreateCounter("felix_delivered_messages_total")
-	ackedDropped      = metrics.GetOrCreateCounter("felix_broker_acked_publishes_dropped_total")
-	authFailures      = metrics.GetOrCreateCounter("felix_broker_auth_failures_total")
-	connsRefused      = metrics.GetOrCreateCounter("felix_broker_connections_refused_total")
-	ingressDropped    = metrics.GetOrCreateCounter("felix_broker_ingress_dropped_total")
-	revokedStreams    = metrics.GetOrCreateCounter("felix_broker_revoked_streams_total")
-)
+	connections    *metrics.Gauge
+	subConnections *metrics.Gauge
+	subscriptions  *metrics.Gauge
+	outAckDepth    *metrics.Gauge
 
-// liveServers feeds felix_broker_ingress_queue_depth.
-var liveServers = struct {
-	sync.Mutex
-	m map[*Server]struct{}
-}{m: map[*Server]struct{}{}}
+	publishMessages   *metrics.Counter
+	publishBytes      *metrics.Counter
+	deliveredMessages *metrics.Counter
+	ackedDropped      *metrics.Counter
+	authFailures      *metrics.Counter
+	connsRefused      *metrics.Counter
+	ingressDropped    *metrics.Counter
+	revokedStreams    *metrics.Counter
 
-var ingressDepthOnce sync.Once
-
-func registerLiveServer(s *Server) {
-	ingressDepthOnce.Do(func() {
-		metrics.GetOrCreateGauge("felix_broker_ingress_queue_depth", ingressDepth)
-	})
-	liveServers.Lock()
-	liveServers.m[s] = struct{}{}
-	liveServers.Unlock()
+	queueFullByTenant *tenantCounters
 }
 
-func unregisterLiveServer(s *Server) {
-	liveServers.Lock()
-	delete(liveServers.m, s)
-	liveServers.Unlock()
-}
-
-func ingressDepth() float64 {
-	liveServers.Lock()
-	defer liveServers.Unlock()
-	var n int
-	for s := range liveServers.m {
-		n += s.ingressDepth()
+func newServerMetrics() *serverMetrics {
+	s := metrics.NewSet()
+	return &serverMetrics{
+		set:               s,
+		connections:       s.NewGauge("felix_broker_connections", nil),
+		subConnections:    s.NewGauge("felix_sub_active_connections", nil),
+		subscriptions:     s.NewGauge("felix_broker_subscriptions", nil),
+		outAckDepth:       s.NewGauge("felix_broker_out_ack_depth", nil),
+		publishMessages:   s.NewCounter("felix_publish_messages_total"),
+		publishBytes:      s.NewCounter("felix_publish_bytes_total"),
+		deliveredMessages: s.NewCounter("felix_delivered_messages_total"),
+		ackedDropped:      s.NewCounter("felix_broker_acked_publishes_dropped_total"),
+		authFailures:      s.NewCounter("felix_broker_auth_failures_total"),
+		connsRefused:      s.NewCounter("felix_broker_connections_refused_total"),
+		ingressDropped:    s.NewCounter("felix_broker_ingress_dropped_total"),
+		revokedStreams:    s.NewCounter("felix_broker_revoked_streams_total"),
+		queueFullByTenant: &tenantCounters{set: s, name: "felix_tenant_publish_queue_full_total", m: map[string]*metrics.Counter{}},
 	}
-	return float64(n)
+}
+
+// watchIngress exposes depth, read when scraped, as the ingress queue
+// depth.
+func (m *serverMetrics) watchIngress(depth func() int) {
+	m.set.NewGauge("felix_broker_ingress_queue_depth", func() float64 { return float64(depth()) })
+}
+
+// WriteMetrics writes this broker's own metrics (its core's and its
+// network service's) in Prometheus text; HTTPHandler's /metrics adds the
+// process-wide ones.
+func (s *Server) WriteMetrics(w io.Writer) {
+	s.core.Metrics().WritePrometheus(w)
+	s.metrics.set.WritePrometheus(w)
 }
 
 // maxTenantLabels bounds the tenant label values of per-tenant metrics;
@@ -66,12 +73,11 @@ const maxTenantLabels = 1000
 
 // tenantCounters hands out per-tenant counters with bounded cardinality.
 type tenantCounters struct {
+	set  *metrics.Set
 	name string
 	mu   sync.Mutex
 	m    map[string]*metrics.Counter // Invariant: len(m) <= maxTenantLabels+1
 }
-
-var queueFullByTenant = &tenantCounters{name: "felix_tenant_publish_queue_full_total", m: map[string]*metrics.Counter{}}
 
 // get returns the counter for tenant, or the shared "other" counter once
 // maxTenantLabels distinct tenants have been seen.
@@ -88,7 +94,7 @@ func (t *tenantCounters) get(tenant string) *metrics.Counter {
 			return c
 		}
 	}
-	c := metrics.GetOrCreateCounter(fmt.Sprintf("%s{tenant=%s}", t.name, strconv.Quote(label)))
+	c := t.set.GetOrCreateCounter(fmt.Sprintf("%s{tenant=%s}", t.name, strconv.Quote(label)))
 	t.m[label] = c
 	return c
 }

@@ -32,7 +32,7 @@ func TestOverloadRefusesAckedAndDropsFireAndForget(t *testing.T) {
 	qc := e.dial(0)
 	pub := e.authed(qc, 0, allFeatures, pubAll)
 	const metric = `felix_tenant_publish_queue_full_total{tenant="acme"}`
-	before := metricValue(metric)
+	before := e.metric(metric)
 	var refused *wire.PublishError
 	for i := 0; i < 500 && refused == nil; i++ {
 		pub.write(binPublish("blocky", true, uint64(i), padded(i, 32<<10)))
@@ -53,16 +53,16 @@ func TestOverloadRefusesAckedAndDropsFireAndForget(t *testing.T) {
 		t.Fatalf("refusal %#v", e2)
 	}
 
-	droppedBefore := metricValue("felix_broker_ingress_dropped_total")
+	droppedBefore := e.metric("felix_broker_ingress_dropped_total")
 	for i := 0; i < 10; i++ {
 		pub.write(binPublish("blocky", false, 0, padded(i, 32<<10)))
 	}
 	pub.write(binPublish("blocky", true, 9999, []byte("sync")))
 	pub.recv() // the fire-and-forget frames before it have been handled
-	if got := metricValue("felix_broker_ingress_dropped_total") - droppedBefore; got < 10 {
+	if got := e.metric("felix_broker_ingress_dropped_total") - droppedBefore; got < 10 {
 		t.Fatalf("fire-and-forget drops counted: %v", got)
 	}
-	if got := metricValue(metric) - before; got < 11 {
+	if got := e.metric(metric) - before; got < 11 {
 		t.Fatalf("%s rose by %v", metric, got)
 	}
 
@@ -93,7 +93,7 @@ func TestSlowConsumerIsolation(t *testing.T) {
 	fast := e.subscribe(fastConn, e.authed(fastConn, wire.FlagBinaryEventBatchShared, allFeatures, pubAll), "iso")
 
 	const n, size = 400, 4 << 10
-	droppedBefore := metricValue("felix_sub_queue_dropped_total")
+	droppedBefore := e.metric("felix_sub_queue_dropped_total")
 	pub := e.authed(e.dial(0), 0, allFeatures|wire.FeatureAckOnCommit, pubAll)
 	for i := 0; i < n; i++ {
 		pub.write(binPublish("iso", true, uint64(i), padded(i, size)))
@@ -111,7 +111,7 @@ func TestSlowConsumerIsolation(t *testing.T) {
 	// to EventBatchMaxEvents batches, and what fitted in its stream window
 	// before that write stalled; everything else it must have dropped.
 	held := cfg.Core.SubQueueCapacity + cfg.EventBatchMaxEvents + window/size
-	if d := metricValue("felix_sub_queue_dropped_total") - droppedBefore; d < float64(n-held) {
+	if d := e.metric("felix_sub_queue_dropped_total") - droppedBefore; d < float64(n-held) {
 		t.Fatalf("the slow subscriber dropped %v of %d messages, want at least %d", d, n, n-held)
 	}
 }
@@ -193,7 +193,7 @@ func TestNoGoroutineOutlivesShutdown(t *testing.T) {
 		t.Fatalf("%d goroutines outlived Shutdown:\n%s", len(gs), strings.Join(gs, "\n\n"))
 	}
 	for _, g := range []string{"felix_broker_connections", "felix_broker_subscriptions", "felix_sub_active_connections", "felix_broker_out_ack_depth"} {
-		if v := metricValue(g); v != 0 {
+		if v := e.metric(g); v != 0 {
 			t.Errorf("%s = %v after shutdown", g, v)
 		}
 	}

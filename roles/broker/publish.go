@@ -103,12 +103,12 @@ func (cs *controlStream) publish(r *pubRequest) {
 // queueFull refuses an acked publish with overloaded, or drops and counts
 // a fire-and-forget one.
 func (cs *controlStream) queueFull(r *pubRequest) {
-	queueFullByTenant.get(r.tenant).Inc()
+	cs.srv.metrics.queueFullByTenant.get(r.tenant).Inc()
 	if r.acked {
 		cs.sendMsg(queueFullError().PublishErrorMessage(r.requestID, cs.withCodes()))
 		return
 	}
-	ingressDropped.Inc()
+	cs.srv.metrics.ingressDropped.Inc()
 }
 
 // admitted is a publish on its way through admission, the scheduler and
@@ -258,8 +258,8 @@ func (p *admitted) runDurable() {
 // settle counts a finished publish, answers it and releases what it held.
 func (p *admitted) settle(err error, offset *uint64) {
 	if err == nil {
-		publishMessages.Add(len(p.req.payloads))
-		publishBytes.Add(int(p.req.bytes()))
+		p.cs.srv.metrics.publishMessages.Add(len(p.req.payloads))
+		p.cs.srv.metrics.publishBytes.Add(int(p.req.bytes()))
 	}
 	p.answer(err, offset)
 	p.release()
@@ -270,7 +270,7 @@ func (p *admitted) settle(err error, offset *uint64) {
 func (p *admitted) answer(err error, offset *uint64) {
 	if !p.commitAck {
 		if err != nil && p.req.acked {
-			ackedDropped.Inc()
+			p.cs.srv.metrics.ackedDropped.Inc()
 		}
 		return
 	}

@@ -3,6 +3,8 @@ package broker
 import (
 	"sync"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/wire"
 )
@@ -30,14 +32,15 @@ func (e *liveEntry) end(err *wire.Error) bool {
 // revocation finds the streams it ends without walking every connection,
 // and the expiry sweep can end streams whose token ran out.
 type streamRegistry struct {
-	revs *auth.Revocations
+	revs    *auth.Revocations
+	revoked *metrics.Counter // the broker's count of streams ended by a revocation
 
 	mu    sync.Mutex
 	byWho map[auth.Principal]map[*liveEntry]struct{}
 }
 
-func newStreamRegistry(revs *auth.Revocations) *streamRegistry {
-	return &streamRegistry{revs: revs, byWho: map[auth.Principal]map[*liveEntry]struct{}{}}
+func newStreamRegistry(revs *auth.Revocations, revoked *metrics.Counter) *streamRegistry {
+	return &streamRegistry{revs: revs, revoked: revoked, byWho: map[auth.Principal]map[*liveEntry]struct{}{}}
 }
 
 // add registers a stream acting as id and returns the function that
@@ -56,7 +59,7 @@ func (r *streamRegistry) add(id *auth.Identity, kick func(*wire.Error)) (remove 
 	set[e] = struct{}{}
 	r.mu.Unlock()
 	if rev, ok := r.revs.Revoked(id); ok && e.end(auth.RevokedError(rev)) {
-		revokedStreams.Inc()
+		r.revoked.Inc()
 	}
 	return func() {
 		r.mu.Lock()
@@ -80,7 +83,7 @@ func (r *streamRegistry) revoke(rev wire.Revocation) int {
 		}
 	}
 	r.mu.Unlock()
-	return endAll(hit, auth.RevokedError(rev), revokedStreams.Inc)
+	return endAll(hit, auth.RevokedError(rev), r.revoked.Inc)
 }
 
 // endAll kicks entries outside the registry's lock, counting each stream

@@ -72,7 +72,7 @@ func TestRevocationEndsOnlyThatPrincipalsStreams(t *testing.T) {
 	aliceSub.payloads(1) // alice's fire-and-forget publish
 	bobSub.payloads(1)
 
-	before := metricValue("felix_broker_revoked_streams_total")
+	before := e.metric("felix_broker_revoked_streams_total")
 	revokedBefore := time.Now().Unix()
 	e.src.revoke(wire.Revocation{TenantID: testTenant, Subject: "alice", RevokedBefore: revokedBefore, Reason: "left"})
 
@@ -93,7 +93,7 @@ func TestRevocationEndsOnlyThatPrincipalsStreams(t *testing.T) {
 	if err := context.Cause(aliceIngress.Context()); !errors.As(err, &se) || se.ErrorCode != StreamCodeRefused {
 		t.Fatalf("alice's ingress stream ended with %v", err)
 	}
-	if got := metricValue("felix_broker_revoked_streams_total") - before; got < 4 {
+	if got := e.metric("felix_broker_revoked_streams_total") - before; got < 4 {
 		t.Fatalf("felix_broker_revoked_streams_total grew by %v, want >= 4", got)
 	}
 

@@ -66,6 +66,7 @@ type Server struct {
 	revs     *auth.Revocations // revoked principals, from the catalog
 	streams  *streamRegistry   // open streams by principal
 	core     *core.Broker
+	metrics  *serverMetrics
 	sched    *sched.Scheduler
 	state    *catalogState
 	lanes    *laneTable
@@ -122,6 +123,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		coreCfg.Storage = st
 	}
 	b := core.NewBroker(coreCfg)
+	m := newServerMetrics()
 	s := &Server{
 		cfg:        cfg,
 		log:        log.With("role", "broker"),
@@ -129,8 +131,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		catalog:    deps.Catalog,
 		verifier:   v,
 		revs:       revs,
-		streams:    newStreamRegistry(revs),
+		streams:    newStreamRegistry(revs, m.revokedStreams),
 		core:       b,
+		metrics:    m,
 		lanes:      newLaneTable(cfg.PublishLaneDepth),
 		pubBytes:   semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
 		conns:      map[*connection]struct{}{},
@@ -138,6 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		acceptDone: make(chan struct{}),
 		synced:     make(chan struct{}),
 	}
+	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
@@ -190,7 +194,6 @@ func (s *Server) Start(ctx context.Context) error {
 	s.ln = ln
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
-	registerLiveServer(s)
 	s.bgWG.Add(4)
 	go s.acceptLoop()
 	go s.runSync(s.bgCtx)
@@ -209,11 +212,15 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
+// ingressDepth returns the publishes queued for the executors.
 func (s *Server) ingressDepth() int {
-	if s.sched == nil {
+	s.mu.Lock()
+	sc := s.sched // set by Start
+	s.mu.Unlock()
+	if sc == nil {
 		return 0
 	}
-	return s.sched.Depth()
+	return sc.Depth()
 }
 
 func (s *Server) acceptLoop() {
@@ -240,7 +247,7 @@ func (s *Server) admit(qc *quic.Conn) {
 	}
 	if s.perSource[src] >= s.cfg.MaxConnectionsPerSource {
 		s.mu.Unlock()
-		connsRefused.Inc()
+		s.metrics.connsRefused.Inc()
 		s.log.Warn("refused a connection: too many from its source", "source", src, "limit", s.cfg.MaxConnectionsPerSource)
 		qc.CloseWithError(CloseTooManyConnections, "too many connections from this source")
 		return
@@ -249,7 +256,7 @@ func (s *Server) admit(qc *quic.Conn) {
 	c := newConnection(s, qc, src)
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	connectionsGauge.Inc()
+	s.metrics.connections.Inc()
 	c.start()
 }
 
@@ -261,7 +268,7 @@ func (s *Server) forget(c *connection) {
 		delete(s.perSource, c.source)
 	}
 	s.mu.Unlock()
-	connectionsGauge.Dec()
+	s.metrics.connections.Dec()
 }
 
 func sourceIP(a net.Addr) string {

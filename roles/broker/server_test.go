@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/wire"
 )
@@ -64,8 +66,10 @@ func TestAuthRefusals(t *testing.T) {
 		}
 		checkOrder(t, events.payloads(1), 1)
 	})
-	if n := metricValue("felix_broker_auth_failures_total"); n < 5 {
-		t.Fatalf("auth failures counted %v", n)
+	// Four refused tokens and one publish before auth; the refused
+	// permission is not an authentication failure.
+	if n := e.metric("felix_broker_auth_failures_total"); n != 5 {
+		t.Fatalf("auth failures counted %v, want 5", n)
 	}
 }
 
@@ -213,13 +217,16 @@ func TestHTTPEndpoints(t *testing.T) {
 			t.Fatalf("%s: %d", path, got)
 		}
 	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, name := range []string{"felix_broker_connections", "felix_sub_active_connections", "felix_broker_subscriptions",
-		"felix_broker_ingress_queue_depth", "felix_broker_out_ack_depth", "felix_publish_messages_total",
-		"felix_publish_bytes_total", "felix_delivered_messages_total", "felix_broker_acked_publishes_dropped_total",
-		"felix_broker_auth_failures_total"} {
-		if !strings.Contains(rec.Body.String(), name) {
+	got := scrape(t, h)
+	for _, name := range brokerMetricNames {
+		if _, ok := got[name]; !ok {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	// The process-wide Go and process metrics, once (scrape fails on a
+	// repeated sample).
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes"} {
+		if _, ok := got[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
@@ -228,5 +235,97 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	if got := httpStatus(h, "/ready"); got != 503 {
 		t.Fatalf("/ready after shutdown: %d", got)
+	}
+}
+
+// brokerMetricNames are the metrics a broker's /metrics always carries,
+// named as the spec and the dashboards name them.
+var brokerMetricNames = []string{
+	// The network service's.
+	"felix_broker_connections", "felix_sub_active_connections", "felix_broker_subscriptions",
+	"felix_broker_ingress_queue_depth", "felix_broker_out_ack_depth", "felix_publish_messages_total",
+	"felix_publish_bytes_total", "felix_delivered_messages_total", "felix_broker_acked_publishes_dropped_total",
+	"felix_broker_auth_failures_total", "felix_broker_connections_refused_total",
+	"felix_broker_ingress_dropped_total", "felix_broker_revoked_streams_total",
+	// The core's.
+	"felix_sub_queue_dropped_total", "felix_sub_queue_drop_old_emulated_total", "felix_subscribe_dropped_total",
+	"felix_event_frames_encoded_total", "felix_cache_watches", "felix_cache_watch_changes_delivered_total",
+	"felix_cache_watch_lagged_total", "felix_cache_watch_history_bytes", "felix_cache_watch_queued_bytes",
+	"felix_durable_shards_refused_total", "felix_durable_publish_no_space_total",
+	"felix_subscriptions_lagged_total", "felix_durable_replay_records_total", "felix_durable_logs",
+	"felix_durable_log_bytes", "felix_durable_log_segments", "felix_durable_appends_total",
+	"felix_durable_fsyncs_total", "felix_durable_fsync_seconds_total",
+}
+
+// scrape reads h's /metrics into its samples, by name with labels; a
+// sample that appears twice fails the test.
+func scrape(t *testing.T, h http.Handler) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(rec.Body.String()) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("malformed sample %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		name := line[:i]
+		if _, dup := out[name]; dup {
+			t.Fatalf("/metrics repeats %s", name)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// Two brokers in one process each count only their own traffic, on their
+// own /metrics.
+func TestBrokersInOneProcessKeepTheirOwnMetrics(t *testing.T) {
+	a, b := startDurable(t, testConfig()), startDurable(t, testConfig())
+	publish := func(e *env, n int) {
+		qc := e.dial(0)
+		s := e.authed(qc, 0, allFeatures, pubAll)
+		for i := range n {
+			s.write(binPublish("log", true, uint64(i+1), numbered(i)))
+			if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != uint64(i+1) {
+				t.Fatalf("publish %d not acked: %#v", i, ok)
+			}
+		}
+		// A refused token, counted by this broker alone.
+		bad := openStream(t, qc)
+		expectCode(t, bad.auth(testTenant, "not.a.jwt", 0, allFeatures), wire.CodeUnauthorized)
+	}
+	publish(a, 3)
+	publish(b, 7)
+	for _, c := range []struct {
+		name string
+		e    *env
+		n    float64
+	}{{"a", a, 3}, {"b", b, 7}} {
+		got := scrape(t, c.e.srv.HTTPHandler())
+		want := map[string]float64{
+			"felix_publish_messages_total":     c.n,
+			"felix_publish_bytes_total":        c.n * float64(len(numbered(0))+core.PayloadOverhead),
+			"felix_durable_appends_total":      c.n,
+			"felix_durable_logs":               1,
+			"felix_broker_connections":         1,
+			"felix_broker_auth_failures_total": 1,
+		}
+		for name, v := range want {
+			if got[name] != v {
+				t.Errorf("broker %s: %s = %v, want %v", c.name, name, got[name], v)
+			}
+		}
 	}
 }

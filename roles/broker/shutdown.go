@@ -54,7 +54,6 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.workCancel()
 	<-s.publishes.idleC()
 	s.core.Close()
-	unregisterLiveServer(s)
 	if err == nil {
 		err = ctx.Err()
 	}

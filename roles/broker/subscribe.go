@@ -143,7 +143,7 @@ type eventWriter struct {
 // start arms the writer and starts a first drain for what is already
 // queued.
 func (w *eventWriter) start() {
-	subscriptionsGauge.Inc()
+	w.c.srv.metrics.subscriptions.Inc()
 	w.arm(w)
 }
 
@@ -295,7 +295,7 @@ func (w *eventWriter) finish() {
 		w.sub.Close()
 		w.c.releaseStreamID(w.id)
 		w.c.releaseSub()
-		subscriptionsGauge.Dec()
+		w.c.srv.metrics.subscriptions.Dec()
 	})
 }
 
@@ -315,7 +315,7 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 		if _, err := w.es.Write(first); err != nil {
 			return err
 		}
-		deliveredMessages.Add(n)
+		w.c.srv.metrics.deliveredMessages.Add(n)
 		return nil
 	}
 	// Several small frames: coalesce them into one write.
@@ -332,7 +332,7 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 	if _, err := w.es.Write(w.buf); err != nil {
 		return err
 	}
-	deliveredMessages.Add(n)
+	w.c.srv.metrics.deliveredMessages.Add(n)
 	if cap(w.buf) > 4*cfg.EventBatchMaxBytes {
 		w.buf = nil
 	}
@@ -426,14 +426,14 @@ func (w *eventWriter) replay() error {
 			return nil
 		}
 		w.buf = w.buf[:0]
-		for _, e := range core.RecordEnvelopes(&w.key, recs) {
+		for _, e := range sh.RecordEnvelopes(recs) {
 			w.buf = append(w.buf, e.Frame(w.flags)...)
 		}
 		if _, err := w.es.Write(w.buf); err != nil {
 			w.broken = true
 			return err
 		}
-		deliveredMessages.Add(len(recs))
+		w.c.srv.metrics.deliveredMessages.Add(len(recs))
 		from = next
 	}
 	if cap(w.buf) > 4*w.c.srv.cfg.EventBatchMaxBytes {

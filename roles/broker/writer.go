@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime"
 	"sync"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // streamWriter is the only goroutine writing a control stream's send
@@ -19,6 +21,7 @@ type streamWriter struct {
 	owedC  chan struct{} // one token per answer owed
 	stopC  chan struct{}
 	failed context.CancelCauseFunc // called when a write fails
+	owed   *metrics.Gauge          // the broker's count of answers owed
 	wg     sync.WaitGroup
 	buf    []byte
 
@@ -32,7 +35,7 @@ type streamWriter struct {
 // writer.
 const controlQueue = 64
 
-func newStreamWriter(w io.Writer, maxOwed int, failed context.CancelCauseFunc) *streamWriter {
+func newStreamWriter(w io.Writer, maxOwed int, owed *metrics.Gauge, failed context.CancelCauseFunc) *streamWriter {
 	sw := &streamWriter{
 		w:      w,
 		outC:   make(chan []byte, controlQueue),
@@ -40,6 +43,7 @@ func newStreamWriter(w io.Writer, maxOwed int, failed context.CancelCauseFunc) *
 		owedC:  make(chan struct{}, maxOwed),
 		stopC:  make(chan struct{}),
 		failed: failed,
+		owed:   owed,
 	}
 	sw.wg.Add(1)
 	go sw.run()
@@ -61,7 +65,7 @@ func (sw *streamWriter) send(ctx context.Context, b []byte) error {
 func (sw *streamWriter) reserveOwed(ctx context.Context) error {
 	select {
 	case sw.owedC <- struct{}{}:
-		outAckDepthGauge.Inc()
+		sw.owed.Inc()
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -82,7 +86,7 @@ func (sw *streamWriter) sendOwed(b []byte) {
 // cancelOwed frees a slot that will not be used.
 func (sw *streamWriter) cancelOwed() {
 	<-sw.owedC
-	outAckDepthGauge.Dec()
+	sw.owed.Dec()
 }
 
 // waitOwed waits until every reserved answer has been handed to the
@@ -175,7 +179,7 @@ func (sw *streamWriter) takeAnswers(buf *[]byte) bool {
 		*buf = append(*buf, b...)
 		ans[i] = nil
 		<-sw.owedC
-		outAckDepthGauge.Dec()
+		sw.owed.Dec()
 	}
 	if cap(ans) <= controlQueue {
 		sw.spare = ans[:0]
