@@ -66,6 +66,20 @@ func drainWatch(w *CacheWatch, l *watchLog) {
 	}
 }
 
+// drainUntil takes every item as it becomes ready until done is closed,
+// then what is left.
+func drainUntil(w *CacheWatch, l *watchLog, done <-chan struct{}) {
+	for {
+		select {
+		case <-w.Ready():
+			drainWatch(w, l)
+		case <-done:
+			drainWatch(w, l)
+			return
+		}
+	}
+}
+
 type kv struct {
 	value  string
 	offset uint64
@@ -134,15 +148,7 @@ func TestCacheWatchModel(t *testing.T) {
 	refDone := make(chan struct{})
 	go func() { // the reference drains as it goes
 		defer close(refDone)
-		for {
-			select {
-			case <-ref.Ready():
-				drainWatch(ref, &refLog)
-			case <-done:
-				drainWatch(ref, &refLog)
-				return
-			}
-		}
+		drainUntil(ref, &refLog, done)
 	}()
 	for g := range 4 {
 		writers.Add(1)
@@ -739,15 +745,7 @@ func TestCacheWatchRetainedStateUnderWriters(t *testing.T) {
 	refDone := make(chan struct{})
 	go func() {
 		defer close(refDone)
-		for {
-			select {
-			case <-ref.Ready():
-				drainWatch(ref, &refLog)
-			case <-done:
-				drainWatch(ref, &refLog)
-				return
-			}
-		}
+		drainUntil(ref, &refLog, done)
 	}()
 	var wg, watchers sync.WaitGroup
 	for g := range writers {
@@ -800,16 +798,8 @@ func TestCacheWatchRetainedStateUnderWriters(t *testing.T) {
 			mu.Lock()
 			all = append(all, m)
 			mu.Unlock()
-			for {
-				select {
-				case <-w.Ready():
-					drainWatch(w, &m.log)
-				case <-done:
-					drainWatch(w, &m.log)
-					m.complete = true
-					return
-				}
-			}
+			drainUntil(w, &m.log, done)
+			m.complete = true
 		}()
 	}
 	wg.Wait()

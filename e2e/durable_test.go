@@ -371,6 +371,17 @@ func TestLaggedClusterSubscriptionCatchesUpFromTheLog(t *testing.T) {
 	}
 }
 
+// createDurable creates a durable stream and publishes payloads to it
+// (acknowledged) once the broker serves it.
+func createDurable(ctx context.Context, t *testing.T, n *node, stream string, payloads ...string) {
+	t.Helper()
+	n.mustFelix(ctx, "admin", "stream", "create", stream, "--durable")
+	eventually(t, 10*time.Second, "the durable stream to take a publish", func() bool {
+		_, _, code := n.felix(ctx, append([]string{"pub", stream, "--ack"}, payloads...)...)
+		return code == 0
+	})
+}
+
 // The README's durable tour: records published before a restart are read
 // back and replayed from an offset by the CLI afterwards.
 func TestDurableTourSurvivesRestart(t *testing.T) {
@@ -378,11 +389,7 @@ func TestDurableTourSurvivesRestart(t *testing.T) {
 	n := startServeIn(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n.mustFelix(ctx, "admin", "stream", "create", "audit", "--durable")
-	eventually(t, 10*time.Second, "the durable stream to take a publish", func() bool {
-		_, _, code := n.felix(ctx, "pub", "audit", "--ack", "one", "two", "three")
-		return code == 0
-	})
+	createDurable(ctx, t, n, "audit", "one", "two", "three")
 	if err := n.stop(syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

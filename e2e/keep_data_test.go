@@ -22,11 +22,7 @@ func TestFreshControlPlaneNeverDeletesDurableData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n := startServeIn(t, dir)
-	n.mustFelix(ctx, "admin", "stream", "create", "orders", "--durable")
-	eventually(t, 10*time.Second, "the durable stream to take a publish", func() bool {
-		_, _, code := n.felix(ctx, "pub", "orders", "--ack", "one", "two", "three")
-		return code == 0
-	})
+	createDurable(ctx, t, n, "orders", "one", "two", "three")
 	if err := n.stop(syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -51,11 +47,7 @@ func TestFreshControlPlaneNeverDeletesDurableData(t *testing.T) {
 		t.Fatal("a stream the catalog does not hold was served")
 	}
 	// The same name in the new catalog is another stream: it starts empty.
-	m.mustFelix(ctx, "admin", "stream", "create", "orders", "--durable")
-	eventually(t, 10*time.Second, "the new stream to take a publish", func() bool {
-		_, _, code := m.felix(ctx, "pub", "orders", "--ack", "new")
-		return code == 0
-	})
+	createDurable(ctx, t, m, "orders", "new")
 	if out := strings.Fields(m.mustFelix(ctx, "read", "orders")); strings.Join(out, " ") != "new" {
 		t.Fatalf("the new stream holds %q", out)
 	}

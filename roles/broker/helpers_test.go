@@ -538,6 +538,19 @@ func (e *env) metric(name string) float64 {
 	return 0
 }
 
+// waitFor polls cond until it holds, failing the test after 10 s: for
+// what a catalog sync pass brings about, which no event announces.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // brokerGoroutines lists goroutines running this package's server code.
 // A goroutine that has signalled its owner may still be returning, so the
 // list is retaken until it is empty or a few seconds have passed.

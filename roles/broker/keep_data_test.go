@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/wire"
@@ -34,29 +33,18 @@ func TestBrokerKeepsDurableDataWhenItsCatalogVanishes(t *testing.T) {
 		}
 		return sh.NextOffset(), true
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-
 	e.src.become("cluster-b")
-	waitFor("the stream to stop being served", func() bool { _, ok := served(); return !ok })
+	waitFor(t, "the stream to stop being served", func() bool { _, ok := served(); return !ok })
 	if _, err := os.Stat(filepath.Join(cfg.Durable.StorageDir, "streams", testTenant, "prod", "log", "0")); err != nil {
 		t.Fatalf("the stream's log after its catalog vanished: %v", err)
 	}
-	waitFor("the stream to be counted as held", func() bool {
+	waitFor(t, "the stream to be counted as held", func() bool {
 		held, err := e.srv.core.HeldStreams()
 		return err == nil && len(held) == 1
 	})
 
 	e.src.become("cluster-a", spec)
-	waitFor("the stream to be served again", func() bool { _, ok := served(); return ok })
+	waitFor(t, "the stream to be served again", func() bool { _, ok := served(); return ok })
 	if next, _ := served(); next != 3 {
 		t.Fatalf("back in its catalog, the stream holds %d records, want 3", next)
 	}
