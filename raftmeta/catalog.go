@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -58,6 +59,10 @@ type Catalog struct {
 	path     string
 	keep     uint64
 	unsynced bool
+	// Invariant: applied is the applied index stored in the file as of the
+	// last committed write transaction (see update), so AppliedIndex never
+	// reads the file and stays true after Close.
+	applied atomic.Uint64
 }
 
 // CatalogOption adjusts a Catalog at open.
@@ -107,11 +112,12 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 	}
-	if err := db.Update(createCatalogBuckets); err != nil {
+	c := &Catalog{db: db, dir: filepath.Dir(path), path: path, keep: o.keep, unsynced: o.unsynced}
+	if err := c.update(createCatalogBuckets); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 	}
-	return &Catalog{db: db, dir: filepath.Dir(path), path: path, keep: o.keep, unsynced: o.unsynced}, nil
+	return c, nil
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
@@ -135,10 +141,28 @@ func (c *Catalog) Close() error {
 	return errors.Join(finishUnsynced(c.path, syncErr), closeErr)
 }
 
-// AppliedIndex implements StateMachine.
-func (c *Catalog) AppliedIndex() uint64 { return viewU64(c.db, catStateBucket, catAppliedKey) }
+// AppliedIndex implements StateMachine: the applied index of the last
+// committed change (kept in memory, so it cannot fail).
+func (c *Catalog) AppliedIndex() uint64 { return c.applied.Load() }
 
 func catApplied(tx *bolt.Tx) uint64 { return storedU64(tx, catStateBucket, catAppliedKey) }
+
+// update runs fn in a write transaction and, once that has committed,
+// caches the applied index it left.
+func (c *Catalog) update(fn func(*bolt.Tx) error) error {
+	var applied uint64
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		applied = catApplied(tx)
+		return nil
+	})
+	if err == nil {
+		c.applied.Store(applied)
+	}
+	return err
+}
 
 // errRollback undoes a command's writes when its outcome is a
 // deterministic error.
@@ -156,7 +180,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 		skipped  bool
 		req      string
 	)
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.update(func(tx *bolt.Tx) error {
 		if index <= catApplied(tx) {
 			skipped = true
 			return nil
@@ -187,7 +211,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 	case skipped:
 		return nil, nil
 	case errors.Is(err, errRollback):
-		err = c.db.Update(func(tx *bolt.Tx) error {
+		err = c.update(func(tx *bolt.Tx) error {
 			if err := recordOutcome(tx, req, nil, applyErr); err != nil {
 				return err
 			}
@@ -245,7 +269,7 @@ func (c *Catalog) Snapshot() (io.ReadCloser, uint64, error) {
 
 // Restore implements StateMachine.
 func (c *Catalog) Restore(r io.Reader) error {
-	return c.db.Update(func(tx *bolt.Tx) error {
+	return c.update(func(tx *bolt.Tx) error {
 		if err := RestoreBoltSnapshot(tx, r); err != nil {
 			return err
 		}
@@ -265,7 +289,7 @@ var errBatchFallback = errors.New("apply one by one")
 // own; the outcome is the same either way.
 func (c *Catalog) ApplyBatch(entries []BatchEntry) ([]BatchResult, error) {
 	results := make([]BatchResult, len(entries))
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.update(func(tx *bolt.Tx) error {
 		for i, e := range entries {
 			if e.Index <= catApplied(tx) {
 				continue

@@ -280,3 +280,36 @@ func TestCatalogApplyBatchMatchesApply(t *testing.T) {
 		}
 	}
 }
+
+// The catalog's AppliedIndex is its last committed write's: a restore
+// sets it, a write after Close fails with an error and leaves it alone.
+func TestCatalogAppliedIndexAfterRestoreAndClose(t *testing.T) {
+	a := openTestCatalog(t)
+	for i, cmd := range catalogScript() {
+		_, _ = a.Apply(uint64(i+1), cmd) // outcomes are checked in TestCatalogOutcomes
+	}
+	rc, idx, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := OpenCatalog(filepath.Join(t.TempDir(), "catalog.db"), CatalogNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.AppliedIndex(); got != idx || idx != a.AppliedIndex() {
+		t.Fatalf("restored applied index %d, snapshot at %d, source at %d", got, idx, a.AppliedIndex())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(idx+1, CmdPutMeta("k", []byte("v"))); err == nil {
+		t.Fatal("Apply after Close succeeded")
+	}
+	if got := b.AppliedIndex(); got != idx {
+		t.Fatalf("applied index after Close = %d, want %d", got, idx)
+	}
+}
