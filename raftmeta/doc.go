@@ -5,27 +5,20 @@
 //
 // # Usage
 //
-//	kv, _ := raftmeta.OpenKV(filepath.Join(dir, "kv.db")) // or the catalog's state machine
+//	kv, _ := raftmeta.OpenKV(filepath.Join(dir, "kv.db")) // or catalog.OpenCatalog
 //	n, err := raftmeta.Open(raftmeta.Config{ID: 1, Dir: dir, Peers: peers, FSM: kv, TLS: tlsConf})
 //	res, err := n.Propose(ctx, cmd) // any member; returns after the LOCAL apply
 //	err = n.ReadIndex(ctx)           // then read the local state machine linearizably
 //	n.Close()                        // then close the state machine
 //
-// # The catalog state machine
+// # The state machine
 //
-// Catalog is the control plane's StateMachine: tenants, namespaces,
-// streams, caches and revocations (each with a live bucket and a change
-// log whose bucket sequence is the feed cursor), a meta map, RBAC record
-// buckets (policies, assignments) and batch idempotency keys, in one bbolt
-// file with the applied index. Commands are versioned JSON built by the
-// Cmd* functions; Apply never reads a clock (the proposer stamps times
-// into the command). Not-found, conflict and malformed commands are
-// deterministic outcomes (ErrNotFound, ErrConflict, ErrBadCommand): the
-// command's writes are rolled back and the applied index still advances.
-// A command marked WithRequestID is applied once: a later copy of it
-// answers with the recorded outcome, so a proposer may re-propose a
-// command whose fate it lost. Snapshots are the logical bbolt format, so
-// members that applied the same commands produce identical bytes.
+// A Node drives any fsm.StateMachine (package raftmeta/fsm: Apply,
+// AppliedIndex, Snapshot, Restore, and optionally ApplyBatch); that leaf
+// package also holds the logical bbolt snapshot format. The control
+// plane's state machine is package raftmeta/catalog, which imports no
+// Raft, transport or raft-log code. KV here is a small reference state
+// machine for the node's tests.
 //
 // # The Ready loop (what is durable before which message is sent)
 //

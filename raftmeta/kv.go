@@ -11,6 +11,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 // KV is a reference StateMachine: a key/value map in one bbolt bucket, with
@@ -109,7 +111,8 @@ func KVCAS(key, old, value []byte) []byte {
 func kvEncode(op byte, fields ...[]byte) []byte {
 	out := []byte{op}
 	for _, f := range fields {
-		out = appendBytes(out, f)
+		out = binary.AppendUvarint(out, uint64(len(f)))
+		out = append(out, f...)
 	}
 	return out
 }
@@ -209,13 +212,13 @@ func kvFields(p []byte, n int) (fields [][]byte, rest []byte, ok bool) {
 
 // Snapshot writes a consistent copy of the state to a temporary file.
 func (kv *KV) Snapshot() (io.ReadCloser, uint64, error) {
-	return SnapshotBoltToFile(kv.db, kv.dir, kvApplied)
+	return fsm.SnapshotBoltToFile(kv.db, kv.dir, kvApplied)
 }
 
 // Restore replaces the whole state with a snapshot, atomically.
 func (kv *KV) Restore(r io.Reader) error {
 	return kv.update(func(tx *bolt.Tx) error {
-		if err := RestoreBoltSnapshot(tx, r); err != nil {
+		if err := fsm.RestoreBoltSnapshot(tx, r); err != nil {
 			return err
 		}
 		return createBuckets(tx, kvDataBucket, kvMetaBucket)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 func openTestKV(t *testing.T) *KV {
@@ -125,7 +127,7 @@ func TestKVRestore(t *testing.T) {
 		t.Fatal("corrupt snapshot accepted")
 	}
 	for _, cut := range []int{0, 3, len(sa) / 3, len(sa) - 1} {
-		if err := b.Restore(bytes.NewReader(sa[:cut])); !errors.Is(err, ErrBadSnapshot) {
+		if err := b.Restore(bytes.NewReader(sa[:cut])); !errors.Is(err, fsm.ErrBadSnapshot) {
 			t.Fatalf("truncated at %d: %v", cut, err)
 		}
 	}
@@ -147,7 +149,7 @@ func FuzzRestoreBoltSnapshot(f *testing.F) {
 	rc.Close()
 	kv.Close()
 	f.Add(seed)
-	f.Add([]byte(boltSnapMagic + "Z"))
+	f.Add([]byte("FXBS1\nZ")) // the format's magic and an end mark
 	target, err := OpenKV(filepath.Join(f.TempDir(), "target.db"))
 	if err != nil {
 		f.Fatal(err)
