@@ -19,6 +19,8 @@ var allowed = map[string][]string{
 	"core/auth":            {"wire"},
 	"core":                 {"wire", "log", "core/auth"},
 	"raftmeta":             {"wire"},
+	"raftmeta/fsm":         {},                       // the state machine contract: a leaf
+	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
 	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane"},
 	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli"},

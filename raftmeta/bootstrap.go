@@ -23,7 +23,13 @@ func (n *Node) startRaft() (raft.Node, bool) {
 			n.cancel(err)
 			return nil, false
 		}
-		if token := n.storage.CatchUpToken(); token != 0 {
+		token, err := n.storage.CatchUpToken()
+		if err != nil {
+			n.log.Error("cannot restart raft", "err", err)
+			n.cancel(err)
+			return nil, false
+		}
+		if token != 0 {
 			n.mu.Lock()
 			n.catchingUp, n.joinToken = true, token
 			n.mu.Unlock()

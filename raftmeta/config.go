@@ -40,6 +40,9 @@ type Config struct {
 	SnapshotEvery uint64
 	// Logger receives the node's and raft's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// hooks are test seams in the Ready loop (ready.go); nil outside tests.
+	hooks *readyHooks
 }
 
 // Defaults used by Config.

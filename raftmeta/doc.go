@@ -5,39 +5,65 @@
 //
 // # Usage
 //
-//	kv, _ := raftmeta.OpenKV(filepath.Join(dir, "kv.db")) // or the catalog's state machine
+//	kv, _ := raftmeta.OpenKV(filepath.Join(dir, "kv.db")) // or catalog.OpenCatalog
 //	n, err := raftmeta.Open(raftmeta.Config{ID: 1, Dir: dir, Peers: peers, FSM: kv, TLS: tlsConf})
 //	res, err := n.Propose(ctx, cmd) // any member; returns after the LOCAL apply
 //	err = n.ReadIndex(ctx)           // then read the local state machine linearizably
 //	n.Close()                        // then close the state machine
 //
-// # The catalog state machine
+// # The state machine
 //
-// Catalog is the control plane's StateMachine: tenants, namespaces,
-// streams, caches and revocations (each with a live bucket and a change
-// log whose bucket sequence is the feed cursor), a meta map, RBAC record
-// buckets (policies, assignments) and batch idempotency keys, in one bbolt
-// file with the applied index. Commands are versioned JSON built by the
-// Cmd* functions; Apply never reads a clock (the proposer stamps times
-// into the command). Not-found, conflict and malformed commands are
-// deterministic outcomes (ErrNotFound, ErrConflict, ErrBadCommand): the
-// command's writes are rolled back and the applied index still advances.
-// A command marked WithRequestID is applied once: a later copy of it
-// answers with the recorded outcome, so a proposer may re-propose a
-// command whose fate it lost. Snapshots are the logical bbolt format, so
-// members that applied the same commands produce identical bytes.
+// A Node drives any fsm.StateMachine (package raftmeta/fsm: Apply,
+// AppliedIndex, Snapshot, Restore, and optionally ApplyBatch); that leaf
+// package also holds the logical bbolt snapshot format. The control
+// plane's state machine is package raftmeta/catalog, which imports no
+// Raft, transport or raft-log code. KV here is a small reference state
+// machine for the node's tests.
 //
-// # The Ready loop (what must be durable before a message is sent)
+// # The Ready loop (what is durable before which message is sent)
 //
-// One goroutine owns the raft node. For every Ready it:
+// One goroutine (run) owns the raft node and raft.db; a second (the apply
+// goroutine) applies runs of committed normal entries to the state
+// machine. For every Ready the run goroutine, in this order:
 //
-//  1. restores a received snapshot into the state machine, then
-//  2. saves the snapshot, the new entries and the hard state to raft.db in
-//     one bbolt transaction, which fsyncs on commit,
-//  3. only then hands the Ready's messages to the per-peer senders,
-//  4. applies the committed entries in order (normal entries to the state
-//     machine, conf changes to raft, recording the new ConfState durably),
-//  5. answers read-index waiters, maybe takes a snapshot, and calls Advance.
+//  1. hands the Ready's MsgApp and MsgHeartbeat messages (only a leader
+//     sends them) to the per-peer senders at once: the leader writes to its
+//     disk in parallel with replicating (Raft thesis §10.2.1, as etcd raft
+//     allows). This is safe because these messages promise nothing about
+//     the leader's disk, and raft counts the leader's own acknowledgement
+//     towards a commit only at Advance (step 7), after its save;
+//  2. if the Ready carries a snapshot, waits until the apply goroutine has
+//     applied everything queued, then restores the snapshot into the state
+//     machine;
+//  3. saves the snapshot, the new entries and the hard state to raft.db in
+//     one bbolt transaction, which fsyncs on commit. A hard state that
+//     differs from the stored one only in its commit index is not written
+//     on its own (raft does not need the commit index durable); it rides
+//     along with the next write or Close;
+//  4. only then hands every other message to the senders. So a MsgAppResp
+//     leaves only once the entries it acknowledges are in raft.db, a
+//     MsgVoteResp (and MsgPreVoteResp) only once the term and vote it is
+//     based on are, and a candidate's MsgVote only once its new term and
+//     its vote for itself are: no member acknowledges an entry it could
+//     lose, or votes twice in a term, across a crash;
+//  5. hands the Ready's committed entries to be applied, never before step
+//     3 (they may include entries saved in step 3). Runs of normal entries
+//     are queued, in log order, to the apply goroutine, which applies them
+//     in that order (a BatchApplier gets what is queued as one ApplyBatch). A
+//     conf change waits until that queue is empty, then the run goroutine
+//     applies it to raft and records the new ConfState in raft.db, before
+//     any later entry is queued. So the state machine and raft see the
+//     committed entries exactly in log order;
+//  6. answers read-index waiters and, every SnapshotEvery applied entries,
+//     waits for the apply queue to empty and takes a snapshot;
+//  7. calls Advance.
+//
+// A proposal's waiter (Propose on the member that proposed the entry) is
+// answered by the goroutine that applied the entry, right after the state
+// machine's Apply or ApplyBatch returned for it, with its result or its
+// deterministic error; an entry applied on another member answers no one
+// here. A state machine failure that did not advance AppliedIndex stops
+// the node, and its waiters get ErrClosed.
 //
 // Every SnapshotEvery applied entries the node reads a state machine
 // snapshot, stores it in raft.db and compacts the log, keeping a tail of

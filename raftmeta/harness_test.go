@@ -10,8 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 )
@@ -28,6 +26,7 @@ type testCluster struct {
 	tick          time.Duration
 	snapshotEvery uint64
 	tls           *tls.Config
+	hooks         *readyHooks // given to every member's Config
 }
 
 const testTick = 10 * time.Millisecond
@@ -43,18 +42,22 @@ func newTestClusterTLS(t testing.TB, size int, snapshotEvery uint64, tlsConf *tl
 	if tlsConf != nil {
 		scheme = "https://"
 	}
-	return startTestCluster(t, size, snapshotEvery, tlsConf, func(_ uint64, addr string) string { return scheme + addr })
+	return startTestCluster(t, size, snapshotEvery, tlsConf, nil, func(_ uint64, addr string) string { return scheme + addr })
 }
 
 // startTestCluster starts size members on 127.0.0.1 listeners; peerURL
 // names each member to the others (its listener's address, or a proxy in
-// front of it).
-func startTestCluster(t testing.TB, size int, snapshotEvery uint64, tlsConf *tls.Config, peerURL func(id uint64, addr string) string) *testCluster {
+// front of it). hooks, when not nil, are every member's Ready loop seams.
+func startTestCluster(t testing.TB, size int, snapshotEvery uint64, tlsConf *tls.Config, hooks *readyHooks, peerURL func(id uint64, addr string) string) *testCluster {
 	t.Helper()
+	// Registered first, so it runs last: after the members and whatever
+	// the test put in front of them (proxies) are closed.
+	before := goroutineSet()
+	t.Cleanup(func() { checkNoLeaks(t, before) })
 	c := &testCluster{
 		t: t, peers: map[uint64]string{}, addrs: map[uint64]string{}, dirs: map[uint64]string{},
 		nodes: map[uint64]*Node{}, kvs: map[uint64]*KV{}, tick: testTick, snapshotEvery: snapshotEvery,
-		tls: tlsConf,
+		tls: tlsConf, hooks: hooks,
 	}
 	lns := map[uint64]net.Listener{}
 	for id := uint64(1); id <= uint64(size); id++ {
@@ -89,7 +92,7 @@ func (c *testCluster) startWith(id uint64, ln net.Listener) {
 	}
 	n, err := Open(Config{
 		ID: id, Dir: c.dirs[id], Peers: c.peers, FSM: kv, Listener: ln, TLS: c.tls,
-		TickInterval: c.tick, SnapshotEvery: c.snapshotEvery, Logger: testLogger(),
+		TickInterval: c.tick, SnapshotEvery: c.snapshotEvery, Logger: testLogger(), hooks: c.hooks,
 	})
 	if err != nil {
 		kv.Close()
@@ -143,31 +146,6 @@ func (c *testCluster) wipe(id uint64) {
 func (c *testCluster) closeAll() {
 	for id := range c.nodes {
 		c.stop(id)
-	}
-	checkNoLeaks(c.t)
-}
-
-// checkNoLeaks fails if a goroutine of this package outlives Close.
-func checkNoLeaks(t testing.TB) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		leaked := ""
-		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "raftmeta.(*") && !strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "checkNoLeaks") {
-				leaked = g
-				break
-			}
-		}
-		if leaked == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("goroutine outlived Close:\n%s", leaked)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

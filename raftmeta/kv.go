@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 // KV is a reference StateMachine: a key/value map in one bbolt bucket, with
@@ -19,6 +22,9 @@ import (
 type KV struct {
 	db  *bolt.DB
 	dir string
+	// Invariant: applied is the applied index stored in the file as of the
+	// last committed write transaction (see update).
+	applied atomic.Uint64
 }
 
 var (
@@ -61,14 +67,15 @@ func OpenKV(path string, opts ...KVOption) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta kv %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	kv := &KV{db: db, dir: filepath.Dir(path)}
+	err = kv.update(func(tx *bolt.Tx) error {
 		return createBuckets(tx, kvDataBucket, kvMetaBucket)
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("raftmeta kv %s: %w", path, err)
 	}
-	return &KV{db: db, dir: filepath.Dir(path)}, nil
+	return kv, nil
 }
 
 func createBuckets(tx *bolt.Tx, names ...[]byte) error {
@@ -104,7 +111,8 @@ func KVCAS(key, old, value []byte) []byte {
 func kvEncode(op byte, fields ...[]byte) []byte {
 	out := []byte{op}
 	for _, f := range fields {
-		out = appendBytes(out, f)
+		out = binary.AppendUvarint(out, uint64(len(f)))
+		out = append(out, f...)
 	}
 	return out
 }
@@ -119,16 +127,34 @@ func (kv *KV) Get(key []byte) ([]byte, bool, error) {
 	return v, v != nil, err
 }
 
-// AppliedIndex returns the index of the last applied command.
-func (kv *KV) AppliedIndex() uint64 { return viewU64(kv.db, kvMetaBucket, kvAppliedKey) }
+// AppliedIndex returns the index of the last applied command (kept in
+// memory, so it cannot fail).
+func (kv *KV) AppliedIndex() uint64 { return kv.applied.Load() }
 
 func kvApplied(tx *bolt.Tx) uint64 { return storedU64(tx, kvMetaBucket, kvAppliedKey) }
+
+// update runs fn in a write transaction and, once that has committed,
+// caches the applied index it left.
+func (kv *KV) update(fn func(*bolt.Tx) error) error {
+	var applied uint64
+	err := kv.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		applied = kvApplied(tx)
+		return nil
+	})
+	if err == nil {
+		kv.applied.Store(applied)
+	}
+	return err
+}
 
 // Apply applies one command. A malformed command is a deterministic error.
 func (kv *KV) Apply(index uint64, cmd []byte) ([]byte, error) {
 	var result []byte
 	var applyErr error
-	err := kv.db.Update(func(tx *bolt.Tx) error {
+	err := kv.update(func(tx *bolt.Tx) error {
 		if index <= kvApplied(tx) {
 			return nil
 		}
@@ -186,13 +212,13 @@ func kvFields(p []byte, n int) (fields [][]byte, rest []byte, ok bool) {
 
 // Snapshot writes a consistent copy of the state to a temporary file.
 func (kv *KV) Snapshot() (io.ReadCloser, uint64, error) {
-	return SnapshotBoltToFile(kv.db, kv.dir, kvApplied)
+	return fsm.SnapshotBoltToFile(kv.db, kv.dir, kvApplied)
 }
 
 // Restore replaces the whole state with a snapshot, atomically.
 func (kv *KV) Restore(r io.Reader) error {
-	return kv.db.Update(func(tx *bolt.Tx) error {
-		if err := RestoreBoltSnapshot(tx, r); err != nil {
+	return kv.update(func(tx *bolt.Tx) error {
+		if err := fsm.RestoreBoltSnapshot(tx, r); err != nil {
 			return err
 		}
 		return createBuckets(tx, kvDataBucket, kvMetaBucket)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 func openTestKV(t *testing.T) *KV {
@@ -125,7 +127,7 @@ func TestKVRestore(t *testing.T) {
 		t.Fatal("corrupt snapshot accepted")
 	}
 	for _, cut := range []int{0, 3, len(sa) / 3, len(sa) - 1} {
-		if err := b.Restore(bytes.NewReader(sa[:cut])); !errors.Is(err, ErrBadSnapshot) {
+		if err := b.Restore(bytes.NewReader(sa[:cut])); !errors.Is(err, fsm.ErrBadSnapshot) {
 			t.Fatalf("truncated at %d: %v", cut, err)
 		}
 	}
@@ -147,7 +149,7 @@ func FuzzRestoreBoltSnapshot(f *testing.F) {
 	rc.Close()
 	kv.Close()
 	f.Add(seed)
-	f.Add([]byte(boltSnapMagic + "Z"))
+	f.Add([]byte("FXBS1\nZ")) // the format's magic and an end mark
 	target, err := OpenKV(filepath.Join(f.TempDir(), "target.db"))
 	if err != nil {
 		f.Fatal(err)
@@ -156,4 +158,35 @@ func FuzzRestoreBoltSnapshot(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = target.Restore(bytes.NewReader(b)) // must not panic
 	})
+}
+
+// AppliedIndex is the index of the last committed write: read from the
+// file at open, unchanged by a write that failed, and still true after
+// Close, when the file cannot be read any more.
+func TestKVAppliedIndexAcrossReopenAndClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.db")
+	kv, err := OpenKV(path, KVNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Apply(3, KVPut([]byte("a"), []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Apply(4, KVPut([]byte("a"), []byte("2"))); err == nil {
+		t.Fatal("Apply after Close succeeded")
+	}
+	if got := kv.AppliedIndex(); got != 3 {
+		t.Fatalf("applied index after a failed apply and Close = %d, want 3", got)
+	}
+	kv, err = OpenKV(path, KVNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	if got := kv.AppliedIndex(); got != 3 {
+		t.Fatalf("applied index after reopen = %d, want 3", got)
+	}
 }

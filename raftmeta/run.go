@@ -78,45 +78,6 @@ func (n *Node) raftConfig(applied uint64) *raft.Config {
 	}
 }
 
-// handleReady performs one Ready's duties in the order raft requires:
-// persist (snapshot, entries, hard state), then send (a leader sends
-// first), then apply.
-func (n *Node) handleReady(rd raft.Ready) error {
-	n.noteSoftState(rd)
-	// A leader may send before its own write (Raft thesis §10.2.1): its
-	// appends reach followers while it fsyncs, and an entry commits only
-	// once a quorum has stored it. Anyone else answers only after the
-	// write, since its replies promise what it has stored.
-	leading := n.leader() == n.cfg.ID
-	if leading {
-		n.tr.send(rd.Messages)
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.drainApply(); err != nil {
-			return err
-		}
-		if err := n.installSnapshot(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
-		return err
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.afterSnapshotSaved(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	if !leading {
-		n.tr.send(rd.Messages)
-	}
-	if err := n.apply(rd.CommittedEntries); err != nil {
-		return err
-	}
-	n.deliverReads(rd.ReadStates)
-	return n.maybeSnapshot()
-}
-
 // applyQueueLen bounds the Readys of committed entries waiting for the
 // apply goroutine; beyond it the Ready loop waits, which slows raft.
 const applyQueueLen = 64

@@ -317,3 +317,21 @@ func TestStorageCommitOnlyChangesRideAlong(t *testing.T) {
 		t.Fatalf("stored term %d after a term change, want 2", got)
 	}
 }
+
+// A catch-up marker that cannot be read is an error, never "no marker":
+// taking it for 0 would let a member rebuilding a wiped log vote.
+func TestStorageCatchUpTokenReportsReadErrors(t *testing.T) {
+	s := openTestStorage(t, filepath.Join(t.TempDir(), "raft.db"))
+	if err := s.SetCatchUpToken(7); err != nil {
+		t.Fatal(err)
+	}
+	if token, err := s.CatchUpToken(); err != nil || token != 7 {
+		t.Fatalf("CatchUpToken = %d, %v; want 7", token, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if token, err := s.CatchUpToken(); err == nil {
+		t.Fatalf("CatchUpToken after Close = %d with no error", token)
+	}
+}

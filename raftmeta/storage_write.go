@@ -248,14 +248,18 @@ func (s *Storage) SetCatchUpToken(token uint64) error {
 	return nil
 }
 
-// CatchUpToken returns the recorded catch-up token (0 when none).
-func (s *Storage) CatchUpToken() uint64 {
+// CatchUpToken returns the recorded catch-up token (0 when none). It
+// fails when the file cannot be read, e.g. after Close.
+func (s *Storage) CatchUpToken() (uint64, error) {
 	var token uint64
-	_ = s.db.View(func(tx *bolt.Tx) error { // a read-only View of an open DB cannot fail
+	err := s.db.View(func(tx *bolt.Tx) error {
 		token = getU64(tx.Bucket(stateBucket).Get(keyCatchUp))
 		return nil
 	})
-	return token
+	if err != nil {
+		return 0, fmt.Errorf("raftmeta: catch-up marker: %w", err)
+	}
+	return token, nil
 }
 
 func putOffset(b *bolt.Bucket, offset, term uint64) error {
@@ -308,14 +312,4 @@ func storedU64(tx *bolt.Tx, bucket, key []byte) uint64 {
 		return getU64(b.Get(key))
 	}
 	return 0
-}
-
-// viewU64 is storedU64 in a read-only transaction of its own.
-func viewU64(db *bolt.DB, bucket, key []byte) uint64 {
-	var v uint64
-	_ = db.View(func(tx *bolt.Tx) error { // a View of an open DB cannot fail
-		v = storedU64(tx, bucket, key)
-		return nil
-	})
-	return v
 }

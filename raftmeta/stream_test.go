@@ -52,7 +52,7 @@ const (
 func newProxiedCluster(t *testing.T, size int, rel release) (*testCluster, *pathCounter) {
 	t.Helper()
 	seen := &pathCounter{n: map[string]int{}}
-	c := startTestCluster(t, size, 0, nil, func(_ uint64, addr string) string {
+	c := startTestCluster(t, size, 0, nil, nil, func(_ uint64, addr string) string {
 		target, _ := url.Parse("http://" + addr)
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.FlushInterval = -1 // pass a stream's batches on at once

@@ -6,7 +6,7 @@
 //
 // A Store keeps the catalog durably. RaftStore is the implementation: a
 // member of the control plane's Raft group (raftmeta.Node) driving the
-// catalog state machine (raftmeta.Catalog). Every write is one typed
+// catalog state machine (catalog.Catalog). Every write is one typed
 // command carrying a random request id; any member accepts it (a follower
 // hands it to the leader), it returns once the answering member applied
 // it, and a command whose outcome was lost in a leader change is proposed

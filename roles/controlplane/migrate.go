@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 )
 
 // LegacyCatalogFile is the name of the single-node catalog file that
@@ -26,7 +26,7 @@ func MigrateLegacyCatalog(ctx context.Context, store *RaftStore, path string, lo
 	} else if err != nil {
 		return fmt.Errorf("legacy catalog %s: %w", path, err)
 	}
-	old, err := raftmeta.OpenCatalog(path) // the old file has the catalog's bucket layout
+	old, err := catalog.OpenCatalog(path) // the old file has the catalog's bucket layout
 	if err != nil {
 		return fmt.Errorf("legacy catalog: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -37,7 +38,7 @@ type RaftConfig struct {
 	// SnapshotEvery is how many applied entries go by between snapshots.
 	SnapshotEvery uint64
 	// ChangeLogKeep is how many feed entries are kept per kind; every
-	// member must use the same value (default raftmeta.DefaultChangeLogKeep).
+	// member must use the same value (default catalog.DefaultChangeLogKeep).
 	ChangeLogKeep int
 	// NoSync skips fsync of the catalog file (tests only).
 	NoSync bool
@@ -55,7 +56,7 @@ type RaftConfig struct {
 // member sees every write acknowledged before it began.
 type RaftStore struct {
 	node      *raftmeta.Node
-	cat       *raftmeta.Catalog
+	cat       *catalog.Catalog
 	opTimeout time.Duration
 	log       *slog.Logger
 }
@@ -73,14 +74,14 @@ func OpenRaftStore(cfg RaftConfig) (*RaftStore, error) {
 	}
 	// The catalog is rebuilt from the raft log when it cannot be trusted,
 	// so it does not pay an fsync per apply.
-	opts := []raftmeta.CatalogOption{raftmeta.CatalogUnsynced(cfg.Logger)}
+	opts := []catalog.CatalogOption{catalog.CatalogUnsynced(cfg.Logger)}
 	if cfg.ChangeLogKeep > 0 {
-		opts = append(opts, raftmeta.CatalogChangeLogKeep(cfg.ChangeLogKeep))
+		opts = append(opts, catalog.CatalogChangeLogKeep(cfg.ChangeLogKeep))
 	}
 	if cfg.NoSync {
-		opts = append(opts, raftmeta.CatalogNoSync())
+		opts = append(opts, catalog.CatalogNoSync())
 	}
-	cat, err := raftmeta.OpenCatalog(filepath.Join(cfg.Dir, "catalog.db"), opts...)
+	cat, err := catalog.OpenCatalog(filepath.Join(cfg.Dir, "catalog.db"), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func (s *RaftStore) Node() *raftmeta.Node { return s.node }
 
 // Catalog returns the local state machine. Reading it directly skips the
 // ReadIndex barrier: for tests and diagnostics.
-func (s *RaftStore) Catalog() *raftmeta.Catalog { return s.cat }
+func (s *RaftStore) Catalog() *catalog.Catalog { return s.cat }
 
 // Ready implements Store: this member is part of a working quorum.
 func (s *RaftStore) Ready() bool { return s.node.Ready() }
@@ -136,7 +137,7 @@ const attemptTimeout = 3 * time.Second
 func (s *RaftStore) propose(ctx context.Context, cmd []byte) ([]byte, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	cmd, err := raftmeta.WithRequestID(cmd, newRequestID())
+	cmd, err := catalog.WithRequestID(cmd, newRequestID())
 	if err != nil {
 		return nil, err
 	}
@@ -244,13 +245,13 @@ func readAfter[T any](ctx context.Context, s *RaftStore, read func() (T, error))
 	return read()
 }
 
-func (s *RaftStore) write(ctx context.Context, kind wire.CatalogKind, mode raftmeta.WriteMode, it wire.CatalogItem) error {
-	_, err := s.propose(ctx, raftmeta.CmdWrite(kind, mode, it))
+func (s *RaftStore) write(ctx context.Context, kind wire.CatalogKind, mode catalog.WriteMode, it wire.CatalogItem) error {
+	_, err := s.propose(ctx, catalog.CmdWrite(kind, mode, it))
 	return err
 }
 
 func (s *RaftStore) drop(ctx context.Context, kind wire.CatalogKind, key string, recursive bool) error {
-	_, err := s.propose(ctx, raftmeta.CmdDelete(kind, key, recursive))
+	_, err := s.propose(ctx, catalog.CmdDelete(kind, key, recursive))
 	return err
 }
 
@@ -275,26 +276,26 @@ func (s *RaftStore) Meta(ctx context.Context, key string) ([]byte, bool, error) 
 
 // PutMeta implements Store.
 func (s *RaftStore) PutMeta(ctx context.Context, key string, v []byte) error {
-	_, err := s.propose(ctx, raftmeta.CmdPutMeta(key, v))
+	_, err := s.propose(ctx, catalog.CmdPutMeta(key, v))
 	return err
 }
 
 // DeleteMeta implements Store.
 func (s *RaftStore) DeleteMeta(ctx context.Context, key string) error {
-	_, err := s.propose(ctx, raftmeta.CmdDeleteMeta(key))
+	_, err := s.propose(ctx, catalog.CmdDeleteMeta(key))
 	return err
 }
 
 // PutMetaIfAbsent implements Store.
 func (s *RaftStore) PutMetaIfAbsent(ctx context.Context, key string, v []byte) ([]byte, error) {
-	return s.propose(ctx, raftmeta.CmdPutMetaIfAbsent(key, v))
+	return s.propose(ctx, catalog.CmdPutMetaIfAbsent(key, v))
 }
 
 // Bootstrap implements Store. The flag's value is the time of the call,
 // stamped by the proposer so that every member applies the same bytes.
 func (s *RaftStore) Bootstrap(ctx context.Context, flag string, t wire.Tenant, ns wire.Namespace) (bool, error) {
 	stamp := []byte(time.Now().UTC().Format(time.RFC3339))
-	res, err := s.propose(ctx, raftmeta.CmdBootstrap(flag, stamp, t, ns))
+	res, err := s.propose(ctx, catalog.CmdBootstrap(flag, stamp, t, ns))
 	return string(res) == "1", err
 }
 
@@ -321,14 +322,14 @@ func (s *RaftStore) Changes(ctx context.Context, kind wire.CatalogKind, since ui
 
 // BatchCreate implements Store.
 func (s *RaftStore) BatchCreate(ctx context.Context, b Batch) (bool, error) {
-	res, err := s.propose(ctx, raftmeta.CmdBatch(b))
+	res, err := s.propose(ctx, catalog.CmdBatch(b))
 	return string(res) == "replayed", err
 }
 
 // Import loads imp into the store when it is empty, and reports whether
 // it did.
-func (s *RaftStore) Import(ctx context.Context, imp raftmeta.Import) (bool, error) {
-	res, err := s.propose(ctx, raftmeta.CmdImport(imp))
+func (s *RaftStore) Import(ctx context.Context, imp catalog.Import) (bool, error) {
+	res, err := s.propose(ctx, catalog.CmdImport(imp))
 	return string(res) == "1", err
 }
 
@@ -336,4 +337,4 @@ func feedKind(k wire.CatalogKind) bool { return k == wire.KindRevocations || val
 
 var _ Store = (*RaftStore)(nil)
 
-func keyOf(parts ...string) string { return raftmeta.CatalogKey(parts...) }
+func keyOf(parts ...string) string { return catalog.CatalogKey(parts...) }

@@ -3,18 +3,18 @@ package controlplane
 import (
 	"context"
 
-	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 	"github.com/felixmq/felix/wire"
 )
 
 // CreateTenant implements Store.
 func (s *RaftStore) CreateTenant(ctx context.Context, t wire.Tenant) error {
-	return s.write(ctx, wire.KindTenants, raftmeta.ModeCreate, wire.CatalogItem{Tenant: &t})
+	return s.write(ctx, wire.KindTenants, catalog.ModeCreate, wire.CatalogItem{Tenant: &t})
 }
 
 // PutTenant implements Store.
 func (s *RaftStore) PutTenant(ctx context.Context, t wire.Tenant) error {
-	return s.write(ctx, wire.KindTenants, raftmeta.ModePut, wire.CatalogItem{Tenant: &t})
+	return s.write(ctx, wire.KindTenants, catalog.ModePut, wire.CatalogItem{Tenant: &t})
 }
 
 // DeleteTenant implements Store.
@@ -39,12 +39,12 @@ func (s *RaftStore) Tenants(ctx context.Context) ([]wire.Tenant, error) {
 
 // CreateNamespace implements Store.
 func (s *RaftStore) CreateNamespace(ctx context.Context, n wire.Namespace) error {
-	return s.write(ctx, wire.KindNamespaces, raftmeta.ModeCreate, wire.CatalogItem{Namespace: &n})
+	return s.write(ctx, wire.KindNamespaces, catalog.ModeCreate, wire.CatalogItem{Namespace: &n})
 }
 
 // PutNamespace implements Store.
 func (s *RaftStore) PutNamespace(ctx context.Context, n wire.Namespace) error {
-	return s.write(ctx, wire.KindNamespaces, raftmeta.ModePut, wire.CatalogItem{Namespace: &n})
+	return s.write(ctx, wire.KindNamespaces, catalog.ModePut, wire.CatalogItem{Namespace: &n})
 }
 
 // DeleteNamespace implements Store.
@@ -69,17 +69,17 @@ func (s *RaftStore) Namespaces(ctx context.Context, tenant string) ([]wire.Names
 
 // CreateStream implements Store.
 func (s *RaftStore) CreateStream(ctx context.Context, sp wire.StreamSpec) error {
-	return s.write(ctx, wire.KindStreams, raftmeta.ModeCreate, wire.CatalogItem{Stream: &sp})
+	return s.write(ctx, wire.KindStreams, catalog.ModeCreate, wire.CatalogItem{Stream: &sp})
 }
 
 // PutStream implements Store.
 func (s *RaftStore) PutStream(ctx context.Context, sp wire.StreamSpec) error {
-	return s.write(ctx, wire.KindStreams, raftmeta.ModePut, wire.CatalogItem{Stream: &sp})
+	return s.write(ctx, wire.KindStreams, catalog.ModePut, wire.CatalogItem{Stream: &sp})
 }
 
 // UpdateStream implements Store.
 func (s *RaftStore) UpdateStream(ctx context.Context, sp wire.StreamSpec) error {
-	return s.write(ctx, wire.KindStreams, raftmeta.ModeUpdate, wire.CatalogItem{Stream: &sp})
+	return s.write(ctx, wire.KindStreams, catalog.ModeUpdate, wire.CatalogItem{Stream: &sp})
 }
 
 // DeleteStream implements Store.
@@ -104,12 +104,12 @@ func (s *RaftStore) Streams(ctx context.Context, tenant, ns string) ([]wire.Stre
 
 // CreateCache implements Store.
 func (s *RaftStore) CreateCache(ctx context.Context, c wire.CacheSpec) error {
-	return s.write(ctx, wire.KindCaches, raftmeta.ModeCreate, wire.CatalogItem{Cache: &c})
+	return s.write(ctx, wire.KindCaches, catalog.ModeCreate, wire.CatalogItem{Cache: &c})
 }
 
 // PutCache implements Store.
 func (s *RaftStore) PutCache(ctx context.Context, c wire.CacheSpec) error {
-	return s.write(ctx, wire.KindCaches, raftmeta.ModePut, wire.CatalogItem{Cache: &c})
+	return s.write(ctx, wire.KindCaches, catalog.ModePut, wire.CatalogItem{Cache: &c})
 }
 
 // DeleteCache implements Store.

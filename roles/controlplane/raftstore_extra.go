@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -24,12 +24,12 @@ type Assignment struct {
 }
 
 // Batch is an all-or-nothing create of one namespace's streams and caches
-// (see raftmeta.Batch).
-type Batch = raftmeta.Batch
+// (see catalog.Batch).
+type Batch = catalog.Batch
 
 // PutRevocation implements Store.
 func (s *RaftStore) PutRevocation(ctx context.Context, r wire.Revocation) error {
-	return s.write(ctx, wire.KindRevocations, raftmeta.ModePut, wire.CatalogItem{Revocation: &r})
+	return s.write(ctx, wire.KindRevocations, catalog.ModePut, wire.CatalogItem{Revocation: &r})
 }
 
 // DeleteRevocation implements Store.
@@ -45,34 +45,34 @@ func (s *RaftStore) Revocations(ctx context.Context, tenant string) ([]wire.Revo
 
 // PutPolicy implements Store.
 func (s *RaftStore) PutPolicy(ctx context.Context, p Policy) error {
-	return s.putRecord(ctx, raftmeta.RecordPolicies, keyOf(p.Tenant, p.Role), p)
+	return s.putRecord(ctx, catalog.RecordPolicies, keyOf(p.Tenant, p.Role), p)
 }
 
 // DeletePolicy implements Store.
 func (s *RaftStore) DeletePolicy(ctx context.Context, tenant, role string) error {
-	_, err := s.propose(ctx, raftmeta.CmdDeleteRecord(raftmeta.RecordPolicies, keyOf(tenant, role)))
+	_, err := s.propose(ctx, catalog.CmdDeleteRecord(catalog.RecordPolicies, keyOf(tenant, role)))
 	return err
 }
 
 // Policies implements Store.
 func (s *RaftStore) Policies(ctx context.Context, tenant string) ([]Policy, error) {
-	return records[Policy](ctx, s, raftmeta.RecordPolicies, childPrefix(tenantKey(tenant)))
+	return records[Policy](ctx, s, catalog.RecordPolicies, childPrefix(tenantKey(tenant)))
 }
 
 // PutAssignment implements Store.
 func (s *RaftStore) PutAssignment(ctx context.Context, a Assignment) error {
-	return s.putRecord(ctx, raftmeta.RecordAssignments, keyOf(a.Tenant, a.Principal, a.Role), a)
+	return s.putRecord(ctx, catalog.RecordAssignments, keyOf(a.Tenant, a.Principal, a.Role), a)
 }
 
 // DeleteAssignment implements Store.
 func (s *RaftStore) DeleteAssignment(ctx context.Context, tenant, principal, role string) error {
-	_, err := s.propose(ctx, raftmeta.CmdDeleteRecord(raftmeta.RecordAssignments, keyOf(tenant, principal, role)))
+	_, err := s.propose(ctx, catalog.CmdDeleteRecord(catalog.RecordAssignments, keyOf(tenant, principal, role)))
 	return err
 }
 
 // Assignments implements Store.
 func (s *RaftStore) Assignments(ctx context.Context, tenant string) ([]Assignment, error) {
-	return records[Assignment](ctx, s, raftmeta.RecordAssignments, childPrefix(tenantKey(tenant)))
+	return records[Assignment](ctx, s, catalog.RecordAssignments, childPrefix(tenantKey(tenant)))
 }
 
 func (s *RaftStore) putRecord(ctx context.Context, bucket, key string, v any) error {
@@ -80,7 +80,7 @@ func (s *RaftStore) putRecord(ctx context.Context, bucket, key string, v any) er
 	if err != nil {
 		return err
 	}
-	_, err = s.propose(ctx, raftmeta.CmdPutRecord(bucket, key, raw))
+	_, err = s.propose(ctx, catalog.CmdPutRecord(bucket, key, raw))
 	return err
 }
 

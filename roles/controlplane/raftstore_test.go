@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -241,7 +241,7 @@ func TestRaftStoreRevocationsAndRBAC(t *testing.T) {
 }
 
 func TestRaftStoreErrorsAreTheCatalogSentinels(t *testing.T) {
-	if !errors.Is(ErrNotFound, raftmeta.ErrNotFound) || !errors.Is(ErrConflict, raftmeta.ErrConflict) {
+	if !errors.Is(ErrNotFound, catalog.ErrNotFound) || !errors.Is(ErrConflict, catalog.ErrConflict) {
 		t.Fatal("store sentinels differ from the state machine's")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/felixmq/felix/raftmeta"
+	"github.com/felixmq/felix/raftmeta/catalog"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -136,17 +137,17 @@ type Store interface {
 const DefaultChangesLimit = 1000
 
 // MaxChangesLimit bounds the page size a caller may ask for.
-const MaxChangesLimit = raftmeta.MaxChangesLimit
+const MaxChangesLimit = catalog.MaxChangesLimit
 
 // Sentinel errors of the Store, the same values as the catalog state
 // machine's. Errors returned by a Store wrap one of them and carry a
 // message naming the resource.
 var (
-	ErrNotFound = raftmeta.ErrNotFound
-	ErrConflict = raftmeta.ErrConflict
+	ErrNotFound = catalog.ErrNotFound
+	ErrConflict = catalog.ErrConflict
 )
 
-func notFound(msg string) error { return &raftmeta.CatalogError{Kind: ErrNotFound, Msg: msg} }
+func notFound(msg string) error { return &catalog.CatalogError{Kind: ErrNotFound, Msg: msg} }
 
 // Resource paths: the keys a Store files resources under. Names never hold
 // '/', so a path prefix selects exactly one parent's children.

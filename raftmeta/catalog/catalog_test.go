@@ -1,4 +1,4 @@
-package raftmeta
+package catalog
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/felixmq/felix/raftmeta/fsm"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -246,19 +247,19 @@ func TestCatalogRequestIDsApplyOnce(t *testing.T) {
 func TestCatalogApplyBatchMatchesApply(t *testing.T) {
 	script := catalogScript()
 	one := openTestCatalog(t)
-	var want []BatchResult
+	var want []fsm.BatchResult
 	for i, cmd := range script {
 		res, err := one.Apply(uint64(i+1), cmd)
-		want = append(want, BatchResult{Result: res, Err: err})
+		want = append(want, fsm.BatchResult{Result: res, Err: err})
 	}
 	wantSnap := catalogSnapshotBytes(t, one)
 	for _, size := range []int{1, 3, 7, len(script)} {
 		c := openTestCatalog(t)
-		var got []BatchResult
+		var got []fsm.BatchResult
 		for start := 0; start < len(script); start += size {
-			var batch []BatchEntry
+			var batch []fsm.BatchEntry
 			for i := start; i < min(start+size, len(script)); i++ {
-				batch = append(batch, BatchEntry{Index: uint64(i + 1), Cmd: script[i]})
+				batch = append(batch, fsm.BatchEntry{Index: uint64(i + 1), Cmd: script[i]})
 			}
 			res, err := c.ApplyBatch(batch)
 			if err != nil {
@@ -275,8 +276,41 @@ func TestCatalogApplyBatchMatchesApply(t *testing.T) {
 			t.Fatalf("batch size %d: snapshot differs from entry-by-entry apply", size)
 		}
 		// Entries already applied are skipped, as Apply skips them.
-		if res, err := c.ApplyBatch([]BatchEntry{{Index: 1, Cmd: script[0]}}); err != nil || res[0].Result != nil || res[0].Err != nil {
+		if res, err := c.ApplyBatch([]fsm.BatchEntry{{Index: 1, Cmd: script[0]}}); err != nil || res[0].Result != nil || res[0].Err != nil {
 			t.Fatalf("re-applied entry 1: %+v %v", res, err)
 		}
+	}
+}
+
+// The catalog's AppliedIndex is its last committed write's: a restore
+// sets it, a write after Close fails with an error and leaves it alone.
+func TestCatalogAppliedIndexAfterRestoreAndClose(t *testing.T) {
+	a := openTestCatalog(t)
+	for i, cmd := range catalogScript() {
+		_, _ = a.Apply(uint64(i+1), cmd) // outcomes are checked in TestCatalogOutcomes
+	}
+	rc, idx, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := OpenCatalog(filepath.Join(t.TempDir(), "catalog.db"), CatalogNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.AppliedIndex(); got != idx || idx != a.AppliedIndex() {
+		t.Fatalf("restored applied index %d, snapshot at %d, source at %d", got, idx, a.AppliedIndex())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(idx+1, CmdPutMeta("k", []byte("v"))); err == nil {
+		t.Fatal("Apply after Close succeeded")
+	}
+	if got := b.AppliedIndex(); got != idx {
+		t.Fatalf("applied index after Close = %d, want %d", got, idx)
 	}
 }

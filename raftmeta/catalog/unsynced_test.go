@@ -1,7 +1,8 @@
-package raftmeta
+package catalog
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,7 +24,7 @@ func withBootID(t *testing.T, id string) {
 
 func openUnsynced(t *testing.T, path string) *Catalog {
 	t.Helper()
-	c, err := OpenCatalog(path, CatalogUnsynced(testLogger()))
+	c, err := OpenCatalog(path, CatalogUnsynced(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package raftmeta
+package catalog
 
 import (
 	"encoding/json"
@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/felixmq/felix/raftmeta/fsm"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -58,7 +60,18 @@ type Catalog struct {
 	path     string
 	keep     uint64
 	unsynced bool
+	// Invariant: applied is the applied index stored in the file as of the
+	// last committed write transaction (see update), so AppliedIndex never
+	// reads the file and stays true after Close.
+	applied atomic.Uint64
 }
+
+// The node finds ApplyBatch by a type assertion, so a signature that
+// drifted would silently cost the batching; these fail the build instead.
+var (
+	_ fsm.StateMachine = (*Catalog)(nil)
+	_ fsm.BatchApplier = (*Catalog)(nil)
+)
 
 // CatalogOption adjusts a Catalog at open.
 type CatalogOption func(*catalogOptions)
@@ -73,7 +86,7 @@ type catalogOptions struct {
 // CatalogUnsynced makes the catalog a cache of the raft log: no fsync per
 // apply, and the file is discarded and rebuilt by raft's replay after the
 // machine (not just the process) stopped with it open. See
-// catalog_unsynced.go. log reports a discarded file.
+// unsynced.go. log reports a discarded file.
 func CatalogUnsynced(log *slog.Logger) CatalogOption {
 	return func(o *catalogOptions) { o.unsynced, o.log, o.bolt.NoSync = true, log, true }
 }
@@ -107,11 +120,12 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 	}
-	if err := db.Update(createCatalogBuckets); err != nil {
+	c := &Catalog{db: db, dir: filepath.Dir(path), path: path, keep: o.keep, unsynced: o.unsynced}
+	if err := c.update(createCatalogBuckets); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("raftmeta catalog %s: %w", path, err)
 	}
-	return &Catalog{db: db, dir: filepath.Dir(path), path: path, keep: o.keep, unsynced: o.unsynced}, nil
+	return c, nil
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
@@ -135,16 +149,34 @@ func (c *Catalog) Close() error {
 	return errors.Join(finishUnsynced(c.path, syncErr), closeErr)
 }
 
-// AppliedIndex implements StateMachine.
-func (c *Catalog) AppliedIndex() uint64 { return viewU64(c.db, catStateBucket, catAppliedKey) }
+// AppliedIndex implements fsm.StateMachine: the applied index of the last
+// committed change (kept in memory, so it cannot fail).
+func (c *Catalog) AppliedIndex() uint64 { return c.applied.Load() }
 
 func catApplied(tx *bolt.Tx) uint64 { return storedU64(tx, catStateBucket, catAppliedKey) }
+
+// update runs fn in a write transaction and, once that has committed,
+// caches the applied index it left.
+func (c *Catalog) update(fn func(*bolt.Tx) error) error {
+	var applied uint64
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		applied = catApplied(tx)
+		return nil
+	})
+	if err == nil {
+		c.applied.Store(applied)
+	}
+	return err
+}
 
 // errRollback undoes a command's writes when its outcome is a
 // deterministic error.
 var errRollback = errors.New("roll back")
 
-// Apply implements StateMachine. A command runs in one transaction with
+// Apply implements fsm.StateMachine. A command runs in one transaction with
 // the applied index; when it fails deterministically its writes are rolled
 // back and only the applied index (and the outcome of a command with a
 // request id) is written, in a second transaction (a crash between the two
@@ -156,7 +188,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 		skipped  bool
 		req      string
 	)
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.update(func(tx *bolt.Tx) error {
 		if index <= catApplied(tx) {
 			skipped = true
 			return nil
@@ -187,7 +219,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 	case skipped:
 		return nil, nil
 	case errors.Is(err, errRollback):
-		err = c.db.Update(func(tx *bolt.Tx) error {
+		err = c.update(func(tx *bolt.Tx) error {
 			if err := recordOutcome(tx, req, nil, applyErr); err != nil {
 				return err
 			}
@@ -237,16 +269,16 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 	return nil, badCommand(fmt.Sprintf("unknown op %q", cmd.Op))
 }
 
-// Snapshot implements StateMachine: a logical copy of every bucket, so
+// Snapshot implements fsm.StateMachine: a logical copy of every bucket, so
 // members with the same applied commands produce byte-identical snapshots.
 func (c *Catalog) Snapshot() (io.ReadCloser, uint64, error) {
-	return SnapshotBoltToFile(c.db, c.dir, catApplied)
+	return fsm.SnapshotBoltToFile(c.db, c.dir, catApplied)
 }
 
-// Restore implements StateMachine.
+// Restore implements fsm.StateMachine.
 func (c *Catalog) Restore(r io.Reader) error {
-	return c.db.Update(func(tx *bolt.Tx) error {
-		if err := RestoreBoltSnapshot(tx, r); err != nil {
+	return c.update(func(tx *bolt.Tx) error {
+		if err := fsm.RestoreBoltSnapshot(tx, r); err != nil {
 			return err
 		}
 		return createCatalogBuckets(tx)
@@ -257,15 +289,15 @@ func (c *Catalog) Restore(r io.Reader) error {
 // applied one by one instead.
 var errBatchFallback = errors.New("apply one by one")
 
-// ApplyBatch implements BatchApplier: it applies committed entries in one
+// ApplyBatch implements fsm.BatchApplier: it applies committed entries in one
 // transaction (one fsync for all of them), which is where the group's write
 // throughput comes from under concurrent callers. If any entry fails, even
 // deterministically, the whole transaction is dropped and the entries are
 // applied one by one with Apply, which rolls a failed command back on its
 // own; the outcome is the same either way.
-func (c *Catalog) ApplyBatch(entries []BatchEntry) ([]BatchResult, error) {
-	results := make([]BatchResult, len(entries))
-	err := c.db.Update(func(tx *bolt.Tx) error {
+func (c *Catalog) ApplyBatch(entries []fsm.BatchEntry) ([]fsm.BatchResult, error) {
+	results := make([]fsm.BatchResult, len(entries))
+	err := c.update(func(tx *bolt.Tx) error {
 		for i, e := range entries {
 			if e.Index <= catApplied(tx) {
 				continue

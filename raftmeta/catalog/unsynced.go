@@ -1,4 +1,4 @@
-package raftmeta
+package catalog
 
 import (
 	"bytes"
@@ -82,8 +82,8 @@ func prepareUnsynced(path string, log *slog.Logger) error {
 func finishUnsynced(path string, syncErr error) error {
 	marker := path + unsyncedMarkerSuffix
 	if syncErr != nil {
-		_ = writeSynced(marker, []byte(markerUntrusted))
-		return fmt.Errorf("sync %s: %w", path, syncErr)
+		markErr := writeSynced(marker, []byte(markerUntrusted))
+		return errors.Join(fmt.Errorf("sync %s: %w", path, syncErr), markErr)
 	}
 	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
