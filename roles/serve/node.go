@@ -126,18 +126,15 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 		return nil, nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	tokenPath := filepath.Join(o.DataDir, adminTokenFile)
-	if _, err := os.Stat(tokenPath); errors.Is(err, os.ErrNotExist) {
-		tok, err := cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
-		if err != nil {
-			cp.Close()
-			return nil, nil, err
-		}
-		if wrote, err := writeFileOnce(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
-			cp.Close()
-			return nil, nil, fmt.Errorf("write %s: %w", tokenPath, err)
-		} else if wrote {
-			log.Info("wrote the admin token", "file", tokenPath)
-		}
+	wrote, err := ensureAdminToken(tokenPath, func() (string, error) {
+		return cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
+	})
+	if err != nil {
+		cp.Close()
+		return nil, nil, err
+	}
+	if wrote {
+		log.Info("wrote the admin token", "file", tokenPath)
 	}
 	return cp, ct, nil
 }
