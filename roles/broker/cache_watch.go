@@ -287,7 +287,14 @@ func (w *watchWriter) writeReady(try bool) error {
 		}
 		switch {
 		case it.Change != nil:
-			w.buf = append(w.buf, it.Change.Frame()...)
+			f, err := it.Change.EncodedFrame()
+			if err != nil {
+				// What is queued before it is written; the watch ends here.
+				w.c.srv.log.Error("cache watch ended: a change cannot be encoded", "watch", w.id, "err", err)
+				w.ended = err
+				break
+			}
+			w.buf = append(w.buf, f...)
 			w.changes++
 		case it.State != nil:
 			w.buf, _ = wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
