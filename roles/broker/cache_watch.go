@@ -360,5 +360,7 @@ func (w *watchWriter) end(why error) {
 	default: // the broker core closed
 		last = wire.NewError(wire.CodeDraining, "broker is shutting down").ErrorMessage(w.withCodes)
 	}
-	writeLast(w.es, last)
+	if err := writeLast(w.es, last); err != nil {
+		w.c.srv.log.Debug("cache watch ended without its last frame", "watch", w.id, "err", err)
+	}
 }

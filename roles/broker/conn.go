@@ -119,7 +119,7 @@ func (c *connection) track(r readDeadliner) func() {
 	c.mu.Lock()
 	c.readers[r] = struct{}{}
 	if c.interrupted {
-		r.SetReadDeadline(time.Now())
+		c.interrupt(r)
 	}
 	c.mu.Unlock()
 	return func() {
@@ -136,7 +136,15 @@ func (c *connection) interruptReads() {
 	defer c.mu.Unlock()
 	c.interrupted = true
 	for r := range c.readers {
-		r.SetReadDeadline(time.Now())
+		c.interrupt(r)
+	}
+}
+
+// interrupt makes r stop reading now. A stream that refuses the deadline
+// keeps reading until the drain's budget ends, so that is logged.
+func (c *connection) interrupt(r readDeadliner) {
+	if err := r.SetReadDeadline(time.Now()); err != nil {
+		c.srv.log.Warn("cannot interrupt a request stream's reads; the drain waits for it", "source", c.source, "err", err)
 	}
 }
 
