@@ -116,7 +116,7 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 		store.Close()
 		return nil, nil, err
 	}
-	cp, err := controlplane.New(controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
+	cp, err := controlplane.NewContext(ctx, controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
