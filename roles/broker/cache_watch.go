@@ -102,7 +102,8 @@ type watchPump struct {
 	running bool
 }
 
-// add queues w, which has work, and starts the pump unless it runs.
+// add queues w, which has work, and starts the pump, on a goroutine w's
+// connection owns, unless it runs.
 func (p *watchPump) add(w *watchWriter) {
 	p.mu.Lock()
 	p.queue = append(p.queue, w)
@@ -110,7 +111,7 @@ func (p *watchPump) add(w *watchWriter) {
 	p.running = true
 	p.mu.Unlock()
 	if start {
-		go p.run()
+		w.c.spawn(p.run)
 	}
 }
 
@@ -203,7 +204,7 @@ func (w *watchWriter) pumpStep() {
 			w.broken = true
 		}
 	}
-	go w.alone()
+	w.c.spawn(w.alone)
 }
 
 // alone writes on its own goroutine, waiting as long as the client's flow

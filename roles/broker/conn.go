@@ -27,6 +27,11 @@ type connection struct {
 	requests tracker        // control and ingress streams being served
 	writers  tracker        // subscription event writers
 	subs     atomic.Int64   // subscriptions held, at most MaxSubscriptionsPerConn
+	// spawned are the goroutines the writers run on (a subscription's
+	// drain, the watch pump, a watch alone), started by spawn. run waits
+	// for them once every writer has finished, since a writer's last
+	// goroutine is still returning when it leaves writers.
+	spawned sync.WaitGroup
 	// flushing is set once writers must flush and finish (flushWriters):
 	// a flag the writers read on every step.
 	flushing atomic.Bool
@@ -85,8 +90,20 @@ func (c *connection) run() {
 	c.acceptWG.Wait()
 	<-c.requests.idleC()
 	<-c.writers.idleC()
+	c.spawned.Wait()
 	c.srv.forget(c)
 	close(c.done)
+}
+
+// spawn runs f on a goroutine the connection waits for before it is
+// done. Only a live writer (one counted in writers) may call it, so every
+// spawn happens before run starts waiting.
+func (c *connection) spawn(f func()) {
+	c.spawned.Add(1)
+	go func() {
+		defer c.spawned.Done()
+		f()
+	}()
 }
 
 func (c *connection) acceptBidi() {

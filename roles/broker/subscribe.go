@@ -221,11 +221,12 @@ func (s *streamWriterState) stopping() bool {
 	return s.kicked.Load() != nil || s.c.flushing.Load() || s.streamDone.Load()
 }
 
-// wake starts a drain unless one is running or the writer is not armed
-// yet. It never blocks: the core calls it from publishers.
+// wake starts a drain, on a goroutine the connection owns, unless one is
+// running or the writer is not armed yet. It never blocks: the core calls
+// it from publishers.
 func (w *eventWriter) wake() {
 	if w.claim() {
-		go w.drain()
+		w.c.spawn(w.drain)
 	}
 }
 
