@@ -189,10 +189,12 @@ func (c *connection) releaseSub() {
 
 // drain ends the connection gracefully: no new streams; the streams in
 // flight get until graceCtx ends to finish by themselves; then they stop
-// reading and answer what they read (bounded by ctx); then subscriptions
-// write what is queued for them and finish (bounded by half of what is
-// left); then the connection is closed with CloseShutdown.
-func (c *connection) drain(ctx, graceCtx context.Context) {
+// reading and answer what they read (bounded by ctx, and when ctx ends
+// with answers still owed, by late: the broker's work was cancelled, so
+// they are errors); then subscriptions write what is queued for them and
+// finish (bounded by half of what is left); then the connection is closed
+// with CloseShutdown.
+func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	c.stopAccept()
 	c.acceptWG.Wait()
 	select {
@@ -204,6 +206,15 @@ func (c *connection) drain(ctx, graceCtx context.Context) {
 	select {
 	case <-c.requests.idleC():
 	case <-ctx.Done():
+		// Past the budget the broker's work is cancelled, so what the
+		// streams still owe (a publish waiting on the disk) is being
+		// answered with errors: until late, let those answers out.
+		ctx = late
+		select {
+		case <-c.requests.idleC():
+		case <-late.Done():
+		case <-c.done:
+		}
 	case <-c.done:
 	}
 	c.flushSubscriptions(ctx)
