@@ -25,9 +25,10 @@ const defaultDrainBudget = 10 * time.Second
 // up and is answered draining with retry class outcome_unknown (never
 // acknowledged); past the budget, shutdown waits at most abandonGrace in
 // all for those answers and for the core to close, then logs what it
-// abandoned and returns. The result is ctx's error when the budget ran out. Every
-// goroutine the server started has ended when Shutdown returns, except a
-// core close that was abandoned (it ends when the disk answers).
+// abandoned and returns. The result is ctx's error when the budget ran
+// out. Every goroutine the server started has ended when Shutdown
+// returns, except a core close that was abandoned (it ends when the disk
+// answers).
 // Calling it again returns the first result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
