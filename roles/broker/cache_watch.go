@@ -298,7 +298,14 @@ func (w *watchWriter) writeReady(try bool) error {
 			w.buf = append(w.buf, f...)
 			w.changes++
 		case it.State != nil:
-			w.buf, _ = wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
+			buf, err := wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
+			if err != nil {
+				// A watch missing its state frame would read wrong.
+				w.c.srv.log.Error("cache watch ended: its state cannot be encoded", "watch", w.id, "err", err)
+				w.ended = wire.NewError(wire.CodeInternal, "encode the cache watch state: %v", err)
+				break
+			}
+			w.buf = buf
 		default:
 			w.ended = it.End
 		}
