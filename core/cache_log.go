@@ -22,8 +22,9 @@ type CacheChange struct {
 	ExpiresAt int64
 	Retained  bool
 
-	once  sync.Once
-	frame []byte
+	once     sync.Once
+	frame    []byte // set with frameErr by once; exactly one is non-nil
+	frameErr error
 }
 
 // cacheChangeOverhead is what a change counts in a queue or the history
@@ -38,22 +39,45 @@ func (ch *CacheChange) size() int64 {
 	return int64(2*len(ch.Key)+len(ch.Value)+base64.StdEncoding.EncodedLen(len(ch.Value))) + cacheChangeOverhead
 }
 
-// Frame returns the change's cache_change frame. It is encoded on the
-// first call and the same bytes are returned to every caller: do not
-// modify them.
+// EncodedFrame returns the change's cache_change frame, or why it cannot
+// be encoded (an op the protocol does not know): a watch writer must then
+// end the watch with that error, never send an empty frame. It is encoded
+// on the first call and the same bytes (or error) are returned to every
+// caller: do not modify them.
+func (ch *CacheChange) EncodedFrame() ([]byte, error) {
+	ch.once.Do(func() { ch.frame, ch.frameErr = ch.encode() })
+	return ch.frame, ch.frameErr
+}
+
+// Frame is EncodedFrame for a change known to encode (every change the
+// cache records does); one that cannot is a broken invariant and panics.
 func (ch *CacheChange) Frame() []byte {
-	ch.once.Do(func() {
-		m := &wire.CacheChange{Offset: ch.Offset, Op: ch.Op, Key: ch.Key, Retained: ch.Retained}
-		if ch.Op == wire.CacheOpPut {
-			m.Value = present(ch.Value)
-			if ch.ExpiresAt != 0 {
-				ms := uint64(ch.ExpiresAt / 1e6)
-				m.ExpiresAtMs = &ms
-			}
+	b, err := ch.EncodedFrame()
+	if err != nil {
+		panic(err.Error())
+	}
+	return b
+}
+
+func (ch *CacheChange) encode() ([]byte, error) {
+	switch ch.Op {
+	case wire.CacheOpPut, wire.CacheOpDelete, wire.CacheOpExpire:
+	default:
+		return nil, wire.NewError(wire.CodeInternal, "cache change at offset %d of key %q has no known op (%q)", ch.Offset, ch.Key, ch.Op)
+	}
+	m := &wire.CacheChange{Offset: ch.Offset, Op: ch.Op, Key: ch.Key, Retained: ch.Retained}
+	if ch.Op == wire.CacheOpPut {
+		m.Value = present(ch.Value)
+		if ch.ExpiresAt != 0 {
+			ms := uint64(ch.ExpiresAt / 1e6)
+			m.ExpiresAtMs = &ms
 		}
-		ch.frame, _ = wire.AppendMessageFrame(nil, m)
-	})
-	return ch.frame
+	}
+	b, err := wire.AppendMessageFrame(nil, m)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternal, "encode the cache change at offset %d: %v", ch.Offset, err)
+	}
+	return b, nil
 }
 
 // present makes a put's value non-nil, so it is sent as "" and not null.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	flog "github.com/felixmq/felix/log"
@@ -16,12 +17,16 @@ type Claimed struct {
 	sh  *Shard
 	env *Envelope
 	app flog.Appended
-	// prev is closed once the claim before this one has finished (nil for
-	// a shard's first claim); done is closed when this one has. Each
-	// claim waits for its predecessor alone, so finishing N outstanding
-	// claims wakes N goroutines, not N per finished claim.
-	prev <-chan struct{}
+	// prev is the claim before this one (nil for a shard's first claim);
+	// done is closed when this one has finished. Each claim waits for its
+	// predecessor alone, so finishing N outstanding claims wakes N
+	// goroutines, not N per finished claim.
+	prev *Claimed
 	done chan struct{}
+	// abandoned is set, before done is closed, when Finish gave up before
+	// the claim's turn (its context ended): the shard's completed tail
+	// then never passes it, so every later claim is abandoned too.
+	abandoned atomic.Bool
 }
 
 // BaseOffset returns the offset of the batch's first record.
@@ -49,6 +54,9 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 	if sh.log == nil {
 		return nil, wire.NewError(wire.CodeInternal, "shard %d of %s is not durable", sh.index, sh.stream.key.Stream)
 	}
+	if last := sh.lastClaim; last != nil && last.abandoned.Load() {
+		return nil, sh.errAbandoned(last.env.BaseOffset, last.env.EndOffset(), errors.New("an earlier batch was abandoned"))
+	}
 	if !sh.stream.cfg.Storage.RecordPublishers {
 		publisher = ""
 	}
@@ -58,7 +66,7 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 	}
 	env := sh.envelope(payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
 	c := &Claimed{sh: sh, env: env, app: app, prev: sh.lastClaim, done: make(chan struct{})}
-	sh.lastClaim = c.done
+	sh.lastClaim = c
 	return c, nil
 }
 
@@ -72,17 +80,44 @@ func (c *Claimed) Durable() bool {
 // its fsync policy, then for the batch's turn in offset order, and then
 // appends it to the replay ring and fans it out, so delivery order is log
 // order. It must be called for every claim, even when the publisher has
-// gone: once claimed, the records exist. ctx bounds only a Block-policy
-// wait for subscriber room (as in Publish). A batch the log could not make
+// gone: once claimed, the records exist. A batch the log could not make
 // durable (an fsync failed) is not delivered and its error is returned.
+//
+// ctx bounds every wait: for the disk, for the claim before this one, for
+// the turn, and a Block-policy wait for subscriber room (as in Publish).
+// When it ends before the batch's turn (a hung fsync at shutdown), Finish
+// gives up: the batch is not delivered, the error is draining with retry
+// class outcome_unknown (the records may be in the log) and reason
+// abandoned, and the shard delivers nothing after it: every later claim
+// is abandoned too, and new ones are refused. So pass a context that ends
+// only when the shard's durable publishing must stop (the broker's
+// shutdown).
 func (c *Claimed) Finish(ctx context.Context) error {
+	return c.finish(ctx, ctx)
+}
+
+// finish is Finish with waitCtx bounding the waits for the disk, the
+// predecessor and the turn, and ctx the Block-policy wait.
+func (c *Claimed) finish(waitCtx, ctx context.Context) error {
 	sh := c.sh
 	defer close(c.done)
-	werr := sh.log.Wait(context.Background(), c.app)
-	if c.prev != nil {
-		<-c.prev
+	werr := sh.log.Wait(waitCtx, c.app)
+	if cerr := waitCtx.Err(); werr != nil && cerr != nil && errors.Is(werr, cerr) {
+		return c.abandon(cerr)
 	}
-	_ = sh.acquireTurn(context.Background())
+	if c.prev != nil {
+		select {
+		case <-c.prev.done:
+		case <-waitCtx.Done():
+			return c.abandon(waitCtx.Err())
+		}
+		if c.prev.abandoned.Load() {
+			return c.abandon(errors.New("an earlier batch was abandoned"))
+		}
+	}
+	if err := sh.acquireTurn(waitCtx); err != nil {
+		return c.abandon(err)
+	}
 	defer sh.releaseTurn()
 	if sh.next != c.env.BaseOffset {
 		return wire.NewError(wire.CodeInternal, "offset %d of shard %d finished out of turn (completed tail %d)",
@@ -97,6 +132,23 @@ func (c *Claimed) Finish(ctx context.Context) error {
 	return sh.complete(ctx, c.env)
 }
 
+// abandon marks the claim given up before its turn and returns its error.
+func (c *Claimed) abandon(cause error) error {
+	c.abandoned.Store(true)
+	return c.sh.errAbandoned(c.env.BaseOffset, c.env.EndOffset(), cause)
+}
+
+// errAbandoned is the refusal of offsets [base, end) of a batch whose
+// wait was given up before it was delivered.
+func (sh *Shard) errAbandoned(base, end uint64, cause error) *wire.Error {
+	k := sh.stream.key
+	e := wire.NewError(wire.CodeDraining, "shard %d of stream %s/%s/%s stopped waiting for offsets [%d, %d) to be written (%v); they were not delivered and may be in the log",
+		sh.index, k.Tenant, k.Namespace, k.Stream, base, end, cause).
+		WithDetail("reason", "abandoned").WithDetail("shard", sh.index)
+	e.Retry = wire.RetryOutcomeUnknown
+	return e
+}
+
 // publishDurable is Publish on a durable shard: claim, wait and deliver in
 // one call, serialized on the shard so concurrent callers stay in order.
 // The broker claims and finishes separately so that concurrent publishes
@@ -106,7 +158,9 @@ func (sh *Shard) publishDurable(ctx context.Context, payloads [][]byte, publishe
 	if err != nil {
 		return 0, err
 	}
-	return c.BaseOffset(), c.Finish(ctx)
+	// The caller's context bounds only the Block wait: a caller that
+	// gives up must not abandon the shard's order.
+	return c.BaseOffset(), c.finish(context.WithoutCancel(ctx), ctx)
 }
 
 // LaggedError ends a durable subscription whose queue had to drop a batch;

@@ -35,9 +35,9 @@ type Shard struct {
 	// claimMu serializes claims on a durable shard, so the log's offsets
 	// and the chain of claims agree.
 	claimMu sync.Mutex
-	// lastClaim is the done channel of the newest claim, which the next
-	// claim waits on before it finishes. Guarded by claimMu.
-	lastClaim chan struct{}
+	// lastClaim is the newest claim, which the next claim waits on
+	// before it finishes. Guarded by claimMu.
+	lastClaim *Claimed
 	// log is the shard's segment log on a durable stream (nil otherwise,
 	// and nil when recovery refused it). Set before the shard is visible.
 	log *flog.Log

@@ -102,7 +102,8 @@ type watchPump struct {
 	running bool
 }
 
-// add queues w, which has work, and starts the pump unless it runs.
+// add queues w, which has work, and starts the pump, on a goroutine w's
+// connection owns, unless it runs.
 func (p *watchPump) add(w *watchWriter) {
 	p.mu.Lock()
 	p.queue = append(p.queue, w)
@@ -110,7 +111,7 @@ func (p *watchPump) add(w *watchWriter) {
 	p.running = true
 	p.mu.Unlock()
 	if start {
-		go p.run()
+		w.c.spawn(p.run)
 	}
 }
 
@@ -203,7 +204,7 @@ func (w *watchWriter) pumpStep() {
 			w.broken = true
 		}
 	}
-	go w.alone()
+	w.c.spawn(w.alone)
 }
 
 // alone writes on its own goroutine, waiting as long as the client's flow
@@ -287,10 +288,24 @@ func (w *watchWriter) writeReady(try bool) error {
 		}
 		switch {
 		case it.Change != nil:
-			w.buf = append(w.buf, it.Change.Frame()...)
+			f, err := it.Change.EncodedFrame()
+			if err != nil {
+				// What is queued before it is written; the watch ends here.
+				w.c.srv.log.Error("cache watch ended: a change cannot be encoded", "watch", w.id, "err", err)
+				w.ended = err
+				break
+			}
+			w.buf = append(w.buf, f...)
 			w.changes++
 		case it.State != nil:
-			w.buf, _ = wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
+			buf, err := wire.AppendMessageFrame(w.buf, &wire.CacheWatchState{Offset: it.State.Offset, Count: it.State.Count})
+			if err != nil {
+				// A watch missing its state frame would read wrong.
+				w.c.srv.log.Error("cache watch ended: its state cannot be encoded", "watch", w.id, "err", err)
+				w.ended = wire.NewError(wire.CodeInternal, "encode the cache watch state: %v", err)
+				break
+			}
+			w.buf = buf
 		default:
 			w.ended = it.End
 		}
@@ -353,5 +368,7 @@ func (w *watchWriter) end(why error) {
 	default: // the broker core closed
 		last = wire.NewError(wire.CodeDraining, "broker is shutting down").ErrorMessage(w.withCodes)
 	}
-	writeLast(w.es, last)
+	if err := writeLast(w.es, last); err != nil {
+		w.c.srv.log.Debug("cache watch ended without its last frame", "watch", w.id, "err", err)
+	}
 }

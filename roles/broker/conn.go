@@ -27,6 +27,11 @@ type connection struct {
 	requests tracker        // control and ingress streams being served
 	writers  tracker        // subscription event writers
 	subs     atomic.Int64   // subscriptions held, at most MaxSubscriptionsPerConn
+	// spawned are the goroutines the writers run on (a subscription's
+	// drain, the watch pump, a watch alone), started by spawn. run waits
+	// for them once every writer has finished, since a writer's last
+	// goroutine is still returning when it leaves writers.
+	spawned sync.WaitGroup
 	// flushing is set once writers must flush and finish (flushWriters):
 	// a flag the writers read on every step.
 	flushing atomic.Bool
@@ -85,8 +90,20 @@ func (c *connection) run() {
 	c.acceptWG.Wait()
 	<-c.requests.idleC()
 	<-c.writers.idleC()
+	c.spawned.Wait()
 	c.srv.forget(c)
 	close(c.done)
+}
+
+// spawn runs f on a goroutine the connection waits for before it is
+// done. Only a live writer (one counted in writers) may call it, so every
+// spawn happens before run starts waiting.
+func (c *connection) spawn(f func()) {
+	c.spawned.Add(1)
+	go func() {
+		defer c.spawned.Done()
+		f()
+	}()
 }
 
 func (c *connection) acceptBidi() {
@@ -119,7 +136,7 @@ func (c *connection) track(r readDeadliner) func() {
 	c.mu.Lock()
 	c.readers[r] = struct{}{}
 	if c.interrupted {
-		r.SetReadDeadline(time.Now())
+		c.interrupt(r)
 	}
 	c.mu.Unlock()
 	return func() {
@@ -136,7 +153,15 @@ func (c *connection) interruptReads() {
 	defer c.mu.Unlock()
 	c.interrupted = true
 	for r := range c.readers {
-		r.SetReadDeadline(time.Now())
+		c.interrupt(r)
+	}
+}
+
+// interrupt makes r stop reading now. A stream that refuses the deadline
+// keeps reading until the drain's budget ends, so that is logged.
+func (c *connection) interrupt(r readDeadliner) {
+	if err := r.SetReadDeadline(time.Now()); err != nil {
+		c.srv.log.Warn("cannot interrupt a request stream's reads; the drain waits for it", "source", c.source, "err", err)
 	}
 }
 
@@ -164,10 +189,12 @@ func (c *connection) releaseSub() {
 
 // drain ends the connection gracefully: no new streams; the streams in
 // flight get until graceCtx ends to finish by themselves; then they stop
-// reading and answer what they read (bounded by ctx); then subscriptions
-// write what is queued for them and finish (bounded by half of what is
-// left); then the connection is closed with CloseShutdown.
-func (c *connection) drain(ctx, graceCtx context.Context) {
+// reading and answer what they read (bounded by ctx, and when ctx ends
+// with answers still owed, by late: the broker's work was cancelled, so
+// they are errors); then subscriptions write what is queued for them and
+// finish (bounded by half of what is left); then the connection is closed
+// with CloseShutdown.
+func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	c.stopAccept()
 	c.acceptWG.Wait()
 	select {
@@ -179,6 +206,15 @@ func (c *connection) drain(ctx, graceCtx context.Context) {
 	select {
 	case <-c.requests.idleC():
 	case <-ctx.Done():
+		// Past the budget the broker's work is cancelled, so what the
+		// streams still owe (a publish waiting on the disk) is being
+		// answered with errors: until late, let those answers out.
+		ctx = late
+		select {
+		case <-c.requests.idleC():
+		case <-late.Done():
+		case <-c.done:
+		}
 	case <-c.done:
 	}
 	c.flushSubscriptions(ctx)

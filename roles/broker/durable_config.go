@@ -31,6 +31,8 @@ type DurableConfig struct {
 	// RecordPublishers stores the publishing principal with each record
 	// (FELIX_RECORD_PUBLISHERS, default false).
 	RecordPublishers bool
+	// fs replaces the real file system (tests inject faults with it).
+	fs flog.FS
 }
 
 func (r *envReader) durable(d *DurableConfig) {
@@ -70,5 +72,6 @@ func (d *DurableConfig) storage() *core.StorageConfig {
 			MaxAge:   time.Duration(d.RetentionSeconds) * time.Second,
 		},
 		RecordPublishers: d.RecordPublishers,
+		FS:               d.fs,
 	}
 }

@@ -95,6 +95,7 @@ type Server struct {
 	drainingF  atomic.Bool
 	shutOnce   sync.Once
 	shutErr    error
+	coreClosed chan struct{} // closed once Shutdown's close of the core returns
 }
 
 // New builds a Server; nothing listens until Start.
@@ -140,6 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		perSource:  map[string]int{},
 		acceptDone: make(chan struct{}),
 		synced:     make(chan struct{}),
+		coreClosed: make(chan struct{}),
 	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)

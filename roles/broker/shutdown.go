@@ -17,14 +17,28 @@ const defaultDrainBudget = 10 * time.Second
 // is queued for them (for half of what is left), and is closed with
 // CloseShutdown.
 // Then the catalog sync and the sweeper stop, the scheduler runs what it
-// queued, and every publish still fanning out finishes (cancelled when the
-// budget runs out). Every goroutine the server started has ended when
-// Shutdown returns. The result is ctx's error when the budget ran out.
+// queued, every publish still fanning out finishes, and the core (with its
+// logs) is closed.
+//
+// The budget is kept even when the disk hangs: when ctx ends, the broker's
+// work context is cancelled, so a publish still waiting on an fsync gives
+// up and is answered draining with retry class outcome_unknown (never
+// acknowledged); past the budget, shutdown waits at most abandonGrace in
+// all for those answers and for the core to close, then logs what it
+// abandoned and returns. The result is ctx's error when the budget ran
+// out. Every goroutine the server started has ended when Shutdown
+// returns, except a core close that was abandoned (it ends when the disk
+// answers).
 // Calling it again returns the first result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
 	return s.shutErr
 }
+
+// abandonGrace is how long past its budget a shutdown still waits, in
+// all, for the answers to the publishes it cancelled and for the core to
+// close.
+const abandonGrace = time.Second
 
 func (s *Server) shutdown(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
@@ -32,6 +46,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, defaultDrainBudget)
 		defer cancel()
 	}
+	stopWork := context.AfterFunc(ctx, s.workCancel)
+	defer stopWork()
+	deadline, _ := ctx.Deadline()
+	late, cancelLate := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(abandonGrace))
+	defer cancelLate()
 	s.drainingF.Store(true)
 	s.mu.Lock()
 	s.draining = true
@@ -40,28 +59,53 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if !started {
 		s.bgCancel()
 		s.workCancel()
-		s.core.Close()
+		s.closeCore(late)
 		return nil
 	}
 	s.ln.Close()
 	<-s.acceptDone
-	s.drainConnections(ctx)
+	s.drainConnections(ctx, late)
 	s.connWG.Wait()
 	s.bgCancel()
 	s.bgWG.Wait()
 	s.sched.Close()
 	err := s.publishes.wait(ctx)
 	s.workCancel()
-	<-s.publishes.idleC()
-	s.core.Close()
+	if !waitUntil(late, s.publishes.idleC()) {
+		s.log.Error("shutdown abandoned publishes that did not settle past the budget", "budget_overrun", abandonGrace)
+	}
+	s.closeCore(late)
 	if err == nil {
 		err = ctx.Err()
 	}
 	return err
 }
 
+// closeCore closes the core (and its logs) on a goroutine of its own and
+// waits for it until late. A close held by a hung disk is abandoned and
+// logged; coreClosed is closed whenever it ends.
+func (s *Server) closeCore(late context.Context) {
+	go func() {
+		defer close(s.coreClosed)
+		s.core.Close()
+	}()
+	if !waitUntil(late, s.coreClosed) {
+		s.log.Error("shutdown abandoned closing the storage: a log flush did not return; records written since the last fsync may not be durable")
+	}
+}
+
+// waitUntil waits for c until late ends; it reports whether c closed.
+func waitUntil(late context.Context, c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	case <-late.Done():
+		return false
+	}
+}
+
 // drainConnections drains every connection at once under one budget.
-func (s *Server) drainConnections(ctx context.Context) {
+func (s *Server) drainConnections(ctx, late context.Context) {
 	deadline, _ := ctx.Deadline()
 	graceCtx, cancel := context.WithTimeout(ctx, time.Until(deadline)/2)
 	defer cancel()
@@ -76,7 +120,7 @@ func (s *Server) drainConnections(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.drain(ctx, graceCtx)
+			c.drain(ctx, graceCtx, late)
 		}()
 	}
 	wg.Wait()

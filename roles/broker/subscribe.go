@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -77,7 +78,11 @@ func (cs *controlStream) openEventStream(id uint64) (*quic.SendStream, *wire.Err
 	if err != nil {
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot open the event stream: %v", err)
 	}
-	hello, _ := wire.AppendMessageFrame(nil, &wire.EventStreamHello{SubscriptionID: id})
+	hello, err := wire.AppendMessageFrame(nil, &wire.EventStreamHello{SubscriptionID: id})
+	if err != nil {
+		es.CancelWrite(StreamCodeRefused)
+		return nil, wire.NewError(wire.CodeInternal, "cannot encode the event stream hello: %v", err)
+	}
 	if _, err := es.Write(hello); err != nil {
 		es.CancelWrite(StreamCodeRefused)
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot write the event stream: %v", err)
@@ -200,7 +205,12 @@ func (s *streamWriterState) claim() bool {
 // up after endWriteTimeout.
 func (s *streamWriterState) kick(err *wire.Error) {
 	if s.kicked.CompareAndSwap(nil, err) {
-		s.es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+		if derr := s.es.SetWriteDeadline(time.Now().Add(endWriteTimeout)); derr != nil {
+			// Without a deadline a stalled write could hold the writer
+			// for good: reset the stream, which ends the write.
+			s.c.srv.log.Warn("cannot bound a kicked stream's writes; resetting it", "err", derr)
+			s.es.CancelWrite(StreamCodeShutdown)
+		}
 		s.owner.wake()
 	}
 }
@@ -211,11 +221,12 @@ func (s *streamWriterState) stopping() bool {
 	return s.kicked.Load() != nil || s.c.flushing.Load() || s.streamDone.Load()
 }
 
-// wake starts a drain unless one is running or the writer is not armed
-// yet. It never blocks: the core calls it from publishers.
+// wake starts a drain, on a goroutine the connection owns, unless one is
+// running or the writer is not armed yet. It never blocks: the core calls
+// it from publishers.
 func (w *eventWriter) wake() {
 	if w.claim() {
-		go w.drain()
+		w.c.spawn(w.drain)
 	}
 }
 
@@ -380,20 +391,39 @@ func (w *eventWriter) end(err error) {
 		w.es.CancelWrite(StreamCodeShutdown)
 		return
 	}
-	writeLast(w.es, last)
+	if err := writeLast(w.es, last); err != nil {
+		w.c.srv.log.Debug("subscription ended without its last frame", "subscription", w.id, "err", err)
+	}
+}
+
+// lastWriter is the send half of an event stream, as writeLast uses it.
+type lastWriter interface {
+	Write([]byte) (int, error)
+	SetWriteDeadline(time.Time) error
+	Close() error
+	CancelWrite(quic.StreamErrorCode)
 }
 
 // writeLast writes an event stream's last frame and finishes the stream
 // (FIN), giving a write stalled by the client's flow control
-// endWriteTimeout; a failed write resets the stream instead.
-func writeLast(es *quic.SendStream, last wire.Message) {
-	b, _ := wire.AppendMessageFrame(nil, last)
-	es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+// endWriteTimeout. When the frame cannot be encoded, the deadline cannot
+// be set (the write could then stall for good) or the write fails, the
+// stream is reset instead and the error returned.
+func writeLast(es lastWriter, last wire.Message) error {
+	b, err := wire.AppendMessageFrame(nil, last)
+	if err != nil {
+		es.CancelWrite(StreamCodeShutdown)
+		return fmt.Errorf("encode the event stream's last frame: %w", err)
+	}
+	if err := es.SetWriteDeadline(time.Now().Add(endWriteTimeout)); err != nil {
+		es.CancelWrite(StreamCodeShutdown)
+		return fmt.Errorf("bound the event stream's last write: %w", err)
+	}
 	if _, err := es.Write(b); err != nil {
 		es.CancelWrite(StreamCodeShutdown)
-		return
+		return fmt.Errorf("write the event stream's last frame: %w", err)
 	}
-	es.Close()
+	return es.Close()
 }
 
 // readPageBytes bounds the payload bytes of one page read from a log, for

@@ -59,10 +59,22 @@ type Service struct {
 	clusterID atomic.Pointer[string]
 }
 
-// New builds a Service over store, loading the signing key from the
-// store's meta or generating and storing one. The Service owns store from
-// then on: Close closes it.
+// startTimeout bounds the store reads and writes of NewContext (loading or
+// creating the signing key), within the caller's own deadline: a store
+// that lost its quorum fails the start instead of hanging it.
+const startTimeout = 30 * time.Second
+
+// New is NewContext without a caller's context (the reads and writes are
+// still bounded by startTimeout).
 func New(cfg Config, store Store) (*Service, error) {
+	return NewContext(context.Background(), cfg, store)
+}
+
+// NewContext builds a Service over store, loading the signing key from the
+// store's meta or generating and storing one, under ctx bounded by
+// startTimeout. The Service owns store once it is returned: Close closes
+// it (on an error the caller still owns store).
+func NewContext(ctx context.Context, cfg Config, store Store) (*Service, error) {
 	s := &Service{store: store, log: cfg.Logger, now: cfg.Now, metrics: newHTTPMetrics()}
 	s.openAPI = sync.OnceValues(func() ([]byte, error) { return buildOpenAPI(s.routes()) })
 	if s.log == nil {
@@ -76,7 +88,8 @@ func New(cfg Config, store Store) (*Service, error) {
 	// pushes them on start and rotation, and a key id it does not know
 	// (another member rotated) reloads them from the store.
 	s.verifier = auth.NewVerifier(auth.VerifierOptions{Now: s.now, Fetch: s.reloadSigner})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	active, err := s.loadActiveKey(ctx)
 	if err != nil {
 		return nil, err

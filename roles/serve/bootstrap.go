@@ -87,28 +87,6 @@ func serverTLS(o *options, log *slog.Logger) (cfg *tls.Config, caFile string, er
 	return cfg, caCert, err
 }
 
-// writeFileOnce writes b to path with mode perm unless the file exists.
-// It reports whether it wrote.
-func writeFileOnce(path string, b []byte, perm os.FileMode) (bool, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if errors.Is(err, os.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
-		return false, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return false, err
-	}
-	return true, f.Close()
-}
-
 // writeClientFile (re)writes client.json so it always names the addresses
 // this node is actually serving.
 func writeClientFile(dataDir string, cf clientFile) error {
@@ -116,11 +94,7 @@ func writeClientFile(dataDir string, cf clientFile) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dataDir, clientJSONFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dataDir, clientJSONFile))
+	return writeFileAtomic(filepath.Join(dataDir, clientJSONFile), append(b, '\n'), 0o644)
 }
 
 // relTo returns path relative to dir when it lies inside it.

@@ -18,6 +18,13 @@
 // the REST API over TLS and secure peer traffic (mutual with
 // FELIX_CONTROLPLANE_TLS_CLIENT_CA).
 //
+// A node starts in steps (node_start.go): the control plane, its REST
+// listener, the broker, the metrics listener, client.json. Each starts one
+// thing and records how to stop it as soon as it runs, so a step that
+// fails stops, newest first, everything the steps before it started. On
+// SIGTERM the broker drains first, within --shutdown-timeout, with its
+// /ready still served; then the rest stops, newest first.
+//
 // `felix broker` and `felix controlplane` run one role each; the broker
 // then syncs the catalog over HTTP. Only this package (and roles/dev)
 // imports more than one role.

@@ -22,7 +22,6 @@ import (
 
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/roles/broker"
-	"github.com/felixmq/felix/roles/broker/catalogsync"
 	"github.com/felixmq/felix/roles/controlplane"
 )
 
@@ -60,14 +59,15 @@ func startHTTPTLS(addr string, h http.Handler, tlsConf *tls.Config, log *slog.Lo
 	return s, nil
 }
 
-func (s *httpServer) close(ctx context.Context) {
-	if s == nil {
-		return
-	}
-	if err := s.srv.Shutdown(ctx); err != nil {
-		s.srv.Close()
+// stop shuts the server down gracefully within ctx, else closes it, and
+// waits for its serve goroutine.
+func (s *httpServer) stop(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = s.srv.Close()
 	}
 	<-s.done
+	return err
 }
 
 func newLogger(w io.Writer, env func(string) string) *slog.Logger {
@@ -116,7 +116,7 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 		store.Close()
 		return nil, nil, err
 	}
-	cp, err := controlplane.New(controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
+	cp, err := controlplane.NewContext(ctx, controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -126,18 +126,15 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 		return nil, nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	tokenPath := filepath.Join(o.DataDir, adminTokenFile)
-	if _, err := os.Stat(tokenPath); errors.Is(err, os.ErrNotExist) {
-		tok, err := cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
-		if err != nil {
-			cp.Close()
-			return nil, nil, err
-		}
-		if wrote, err := writeFileOnce(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
-			cp.Close()
-			return nil, nil, fmt.Errorf("write %s: %w", tokenPath, err)
-		} else if wrote {
-			log.Info("wrote the admin token", "file", tokenPath)
-		}
+	wrote, err := ensureAdminToken(tokenPath, func() (string, error) {
+		return cp.MintToken(auth.Claims{Subject: "admin", TenantID: "default", Perms: []string{"*:*"}, Expiry: time.Now().Add(adminTokenTTL)})
+	})
+	if err != nil {
+		cp.Close()
+		return nil, nil, err
+	}
+	if wrote {
+		log.Info("wrote the admin token", "file", tokenPath)
 	}
 	return cp, ct, nil
 }
@@ -189,114 +186,57 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	if withControlPlane && !withBroker {
 		tuneControlPlaneGC(log)
 	}
+	n, err := newNode(c, o, log, withControlPlane, withBroker)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
+	if err := n.start(ctx); err != nil {
+		return err
 	}
+	defer waitForSignal(ctx, log, o.ShutdownTimeout)()
+	return n.shutdown()
+}
 
-	var (
-		cp       *controlplane.Service
-		cpHTTP   *httpServer
-		srv      *broker.Server
-		metrics  *httpServer
-		catalog  catalogsync.Source
-		cpURL    = o.ControlPlaneURL
-		caFile   string
-		stopping = make(chan struct{})
-	)
-	defer func() {
-		shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-		defer shCancel()
-		metrics.close(shCtx)
-		cpHTTP.close(shCtx)
-		if cp != nil {
-			cp.Close()
-		}
-	}()
-
-	// Check every broker setting before anything starts.
-	var bcfg broker.Config
+// newNode checks the settings of the roles selected before anything
+// starts.
+func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, withBroker bool) (*node, error) {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	n := &node{c: c, o: o, log: log, withControlPlane: withControlPlane, withBroker: withBroker}
 	if withBroker {
-		if bcfg, err = broker.ConfigFromEnv(o.env); err != nil {
-			return cli.Exit(err.Error(), 2)
+		bcfg, err := broker.ConfigFromEnv(o.env)
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 2)
 		}
 		if bcfg.Durable.StorageDir == "" {
 			// Durable streams work out of the box: their logs live
 			// beside the rest of the node's state.
 			bcfg.Durable.StorageDir = filepath.Join(o.DataDir, "log")
 		}
+		n.bcfg = bcfg
 	}
-	if withControlPlane {
-		var ct *controlPlaneTLS
-		if cp, ct, err = controlPlaneRole(ctx, c, o, log); err != nil {
-			return err
-		}
-		if cpHTTP, cpURL, err = startControlPlaneHTTP(o, cp, ct, log, !withBroker); err != nil {
-			return fmt.Errorf("--controlplane-addr %s: %w", o.ControlPlaneAddr, err)
-		}
-		catalog = cp
-		log.Info("control plane listening", "url", cpURL)
-	}
-	if withBroker {
-		if catalog == nil {
-			tokenFile := o.TokenFile
-			if tokenFile == "" {
-				tokenFile = filepath.Join(o.DataDir, adminTokenFile)
-			}
-			catalog = catalogsync.NewHTTPSource(cpURL, fileToken(tokenFile, log), &http.Client{Timeout: 10 * time.Second})
-		}
-		tlsCfg, ca, err := serverTLS(o, log)
-		if err != nil {
-			return err
-		}
-		caFile = ca
-		bcfg.ListenAddr = o.BrokerAddr
-		verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
-		srv, err = broker.New(bcfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: log, Verifier: verifier})
-		if err != nil {
-			return err
-		}
-		if err := srv.Start(ctx); err != nil {
-			return fmt.Errorf("--broker-addr %s: %w", o.BrokerAddr, err)
-		}
-		handler, err := withProfiling(srv.HTTPHandler(), o)
-		if err != nil {
-			return cli.Exit(err.Error(), 2)
-		}
-		if metrics, err = startHTTP(o.MetricsAddr, handler, log); err != nil {
-			shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-			defer shCancel()
-			srv.Shutdown(shCtx)
-			return fmt.Errorf("--metrics-addr %s: %w", o.MetricsAddr, err)
-		}
-		log.Info("broker listening", "quic", srv.Addr(), "metrics", "http://"+metrics.addr.String())
-	}
-	if withControlPlane && withBroker {
-		cf := clientFile{
-			BrokerAddr:      srv.Addr().String(),
-			ControlPlaneURL: cpURL,
-			CAFile:          relTo(o.DataDir, caFile),
-			TokenFile:       adminTokenFile,
-			Tenant:          "default",
-			Namespace:       "default",
-		}
-		if err := writeClientFile(o.DataDir, cf); err != nil {
-			return fmt.Errorf("write client.json: %w", err)
-		}
-		printSummary(c.App.Writer, o, cf, metrics.addr)
-	}
+	return n, nil
+}
 
+// waitForSignal blocks until SIGINT, SIGTERM or the end of ctx. Until the
+// func it returns is called (when the node has stopped), a second signal
+// exits the process at once, unfinished drain and all.
+func waitForSignal(ctx context.Context, log *slog.Logger, budget time.Duration) (stopped func()) {
 	sigC := make(chan os.Signal, 2)
 	signal.Notify(sigC, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigC)
 	select {
 	case s := <-sigC:
-		log.Info("shutting down", "signal", s.String(), "budget", o.ShutdownTimeout)
+		log.Info("shutting down", "signal", s.String(), "budget", budget)
 	case <-ctx.Done():
+		signal.Stop(sigC)
+		return func() {}
 	}
-	// A second signal while draining forces the exit.
+	stopping, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		select {
 		case s := <-sigC:
 			log.Error("second signal: exiting without finishing the drain", "signal", s.String())
@@ -304,17 +244,29 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 		case <-stopping:
 		}
 	}()
-	defer close(stopping)
-	if srv != nil {
-		shCtx, shCancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-		err := srv.Shutdown(shCtx)
-		shCancel()
-		if err != nil {
-			log.Error("shutdown did not finish cleanly", "err", err)
-			return cli.Exit("shutdown forced: "+err.Error(), 1)
-		}
+	return func() {
+		signal.Stop(sigC)
+		close(stopping)
+		<-exited
 	}
-	log.Info("stopped")
+}
+
+// shutdown drains the broker within the budget first (its readiness stays
+// served meanwhile), then stops everything else, newest first. A drain
+// the budget cut short is exit code 1.
+func (n *node) shutdown() error {
+	var drainErr error
+	if n.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), n.o.ShutdownTimeout)
+		drainErr = n.srv.Shutdown(ctx)
+		cancel()
+	}
+	n.stop()
+	if drainErr != nil {
+		n.log.Error("shutdown did not finish cleanly", "err", drainErr)
+		return cli.Exit("shutdown forced: "+drainErr.Error(), 1)
+	}
+	n.log.Info("stopped")
 	return nil
 }
 

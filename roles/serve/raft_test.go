@@ -154,7 +154,7 @@ func TestControlPlaneRESTOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.close(context.Background())
+	defer srv.stop(context.Background())
 	if !strings.HasPrefix(url, "https://127.0.0.1:") {
 		t.Fatalf("url %q", url)
 	}
