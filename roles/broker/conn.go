@@ -8,6 +8,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // connection is one accepted QUIC connection: its stream accept loops,
@@ -166,7 +168,7 @@ func (c *connection) releaseSub() {
 // flight get until graceCtx ends to finish by themselves; then they stop
 // reading and answer what they read (bounded by ctx); then subscriptions
 // write what is queued for them and finish (bounded by half of what is
-// left); then the connection is closed with CloseShutdown.
+// left); then the connection is closed with wire.CloseShutdown.
 func (c *connection) drain(ctx, graceCtx context.Context) {
 	c.stopAccept()
 	c.acceptWG.Wait()
@@ -183,7 +185,7 @@ func (c *connection) drain(ctx, graceCtx context.Context) {
 	}
 	c.flushSubscriptions(ctx)
 	c.linger(ctx)
-	c.qc.CloseWithError(CloseShutdown, "shutdown")
+	c.qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
 	<-c.done
 }
 

@@ -15,7 +15,7 @@ const defaultDrainBudget = 10 * time.Second
 // and gets half the remaining budget for its streams to finish, then stops
 // reading, answers what it already read, lets its subscriptions write what
 // is queued for them (for half of what is left), and is closed with
-// CloseShutdown.
+// wire.CloseShutdown.
 // Then the catalog sync and the sweeper stop, the scheduler runs what it
 // queued, and every publish still fanning out finishes (cancelled when the
 // budget runs out). Every goroutine the server started has ended when

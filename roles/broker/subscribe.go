@@ -79,7 +79,7 @@ func (cs *controlStream) openEventStream(id uint64) (*quic.SendStream, *wire.Err
 	}
 	hello, _ := wire.AppendMessageFrame(nil, &wire.EventStreamHello{SubscriptionID: id})
 	if _, err := es.Write(hello); err != nil {
-		es.CancelWrite(StreamCodeRefused)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot write the event stream: %v", err)
 	}
 	return es, nil
@@ -273,7 +273,7 @@ func (w *eventWriter) step() bool {
 		}
 		if err := w.writeBatch(env); err != nil {
 			if w.kicked.Load() != nil {
-				w.es.CancelWrite(StreamCodeRefused)
+				w.es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
 			}
 			return true
 		}
@@ -362,7 +362,7 @@ func (w *eventWriter) end(err error) {
 		return
 	}
 	if w.broken {
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	var last wire.Message
@@ -377,7 +377,7 @@ func (w *eventWriter) end(err error) {
 	case errors.As(err, &we):
 		last = we.ErrorMessage(w.withCodes)
 	default:
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	writeLast(w.es, last)
@@ -390,7 +390,7 @@ func writeLast(es *quic.SendStream, last wire.Message) {
 	b, _ := wire.AppendMessageFrame(nil, last)
 	es.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 	if _, err := es.Write(b); err != nil {
-		es.CancelWrite(StreamCodeShutdown)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	es.Close()
