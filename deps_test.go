@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +36,44 @@ var allowed = map[string][]string{
 	"roles/broker/tlsconf": {},
 }
 
+// quicModule is quic-go. Only quicOwners may import it or any of its
+// sub-packages, in their code or their tests: everything else reaches
+// QUIC through them, so the coming transport interface (DESIGN.md's
+// transport/) cannot be bypassed by a package that dials QUIC itself.
+const quicModule = "github.com/quic-go/quic-go"
+
+// quicOwners are the packages that own the QUIC transport today (the
+// broker's listener, the SDK's connections, the bench's raw QUIC
+// client), plus transport/, where DESIGN.md puts the quic-go
+// implementation. Every owner that exists must still import quic-go, so
+// the list shrinks as the transport interface takes over.
+var quicOwners = map[string]bool{
+	"roles/broker":    true,
+	"roles/cli/bench": true,
+	"sdk/felix":       true,
+	"transport":       true, // not written yet
+}
+
+// quicRuleViolations returns one message per import of quic-go by rel
+// (a package path relative to the module) that quicOwners does not allow.
+func quicRuleViolations(rel string, imports []string) []string {
+	if quicOwners[rel] {
+		return nil
+	}
+	var out []string
+	for _, imp := range imports {
+		if isQUIC(imp) {
+			out = append(out, fmt.Sprintf("%s imports %s, but only the packages that own the QUIC transport (deps_test.go quicOwners) may import quic-go; go through them", rel, imp))
+		}
+	}
+	return out
+}
+
+// isQUIC reports whether imp is quic-go or one of its sub-packages.
+func isQUIC(imp string) bool {
+	return imp == quicModule || strings.HasPrefix(imp, quicModule+"/")
+}
+
 func rowFor(rel string) (string, bool) {
 	best, found := "", false
 	for k := range allowed {
@@ -50,10 +90,13 @@ func TestPackageImportsPointDown(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen, quicUsers := map[string]bool{}, map[string]bool{}
 	for {
 		var p struct {
-			ImportPath string
-			Imports    []string
+			ImportPath   string
+			Imports      []string
+			TestImports  []string
+			XTestImports []string
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			break
@@ -61,6 +104,11 @@ func TestPackageImportsPointDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		all := slices.Concat(p.Imports, p.TestImports, p.XTestImports)
+		for _, msg := range quicRuleViolations(rel, all) {
+			t.Error(msg)
+		}
+		seen[rel], quicUsers[rel] = true, slices.ContainsFunc(all, isQUIC)
 		row, ok := rowFor(rel)
 		if !ok {
 			t.Errorf("package %q has no row in the import map; add one (DESIGN.md)", p.ImportPath)
@@ -78,6 +126,32 @@ func TestPackageImportsPointDown(t *testing.T) {
 				t.Errorf("%s imports %s, which DESIGN.md's map does not allow", rel, irel)
 			}
 		}
+	}
+	for owner := range quicOwners {
+		if seen[owner] && !quicUsers[owner] {
+			t.Errorf("%s no longer imports quic-go; remove it from quicOwners so it cannot start again", owner)
+		}
+	}
+}
+
+// TestQUICRuleNamesOffender checks the quic-go rule itself: a package
+// outside quicOwners importing quic-go or a sub-package fails with a
+// message naming the rule, and an owner does not.
+func TestQUICRuleNamesOffender(t *testing.T) {
+	msgs := quicRuleViolations("roles/newthing", []string{"context", quicModule + "/http3", "github.com/quic-go/quic-go-lookalike", quicModule})
+	if len(msgs) != 2 {
+		t.Fatalf("got %d violations %q, want 2 (quic-go and its http3)", len(msgs), msgs)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(m, "roles/newthing") || !strings.Contains(m, "only the packages that own the QUIC transport") || !strings.Contains(m, "quicOwners") {
+			t.Errorf("message %q does not name the package and the rule", m)
+		}
+	}
+	if msgs := quicRuleViolations("sdk/felix", []string{quicModule}); len(msgs) != 0 {
+		t.Errorf("an owner was refused: %q", msgs)
+	}
+	if msgs := quicRuleViolations("sdk/felix/internal", []string{quicModule}); len(msgs) != 1 {
+		t.Errorf("a sub-package of an owner was allowed: %q", msgs)
 	}
 }
 

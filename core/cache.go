@@ -80,7 +80,7 @@ func (c *Cache) Limits() (maxEntries, maxBytes int64) {
 }
 
 func (c *Cache) shard(key string) *cacheShard {
-	return &c.shards[fnv1a64String(key)&c.mask]
+	return &c.shards[wire.KeyHash(key)&c.mask]
 }
 
 // Put stores a copy of value under key, replacing any previous value; ttl

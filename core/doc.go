@@ -26,9 +26,10 @@
 //
 // # Publishing
 //
-// A keyed publish picks its shard with Stream.ShardForKey (jump consistent
-// hash of FNV-1a-64 of the key). Shard.Publish then runs two steps under
-// the shard's commit turn:
+// A keyed publish picks its shard with Stream.ShardForKey: the jump
+// consistent hash of FNV-1a-64 of the key, computed by wire.ShardForKey so
+// clients that route keys get the same answer. Shard.Publish then runs two
+// steps under the shard's commit turn:
 //
 //  1. claim: check the shard is live and take the batch's offsets (a
 //     durable log will append here);

@@ -103,14 +103,12 @@ func (st *Stream) Policy() QueuePolicy { return QueuePolicy(st.policy.Load()) }
 // Spec returns the catalog spec the stream was last applied with.
 func (st *Stream) Spec() wire.StreamSpec { return *st.spec.Load() }
 
-// ShardForKey returns the shard a keyed publish goes to: the jump
-// consistent hash of FNV-1a-64(key) over the shard count. An empty key
-// goes to shard 0.
+// ShardForKey returns the shard a keyed publish goes to:
+// wire.ShardForKey over the stream's shard count (the jump consistent hash
+// of FNV-1a-64(key)), the mapping clients compute too. An empty key goes
+// to shard 0.
 func (st *Stream) ShardForKey(key []byte) uint32 {
-	if len(key) == 0 {
-		return 0
-	}
-	return uint32(JumpHash(fnv1a64(key), int32(len(st.shards))))
+	return wire.ShardForKey(key, uint32(len(st.shards)))
 }
 
 // Shard returns shard i, or an invalid_request *wire.Error when the

@@ -48,6 +48,23 @@ const (
 	RetryOutcomeUnknown RetryClass = "outcome_unknown" // may have been applied
 )
 
+// Retryable reports whether a refusal of class r promises that nothing was
+// applied and that sending the request again may work: retry, retry_after
+// and redirect (the spec's "Only retry, retry_after and redirect say
+// nothing was applied"). fatal will fail the same way again, and
+// outcome_unknown may already have taken effect; an unknown class is
+// neither. Code that decides whether to retry asks this of the error's
+// class, never of its code, so a sender's explicit class and codes this
+// version does not know are honoured.
+func (r RetryClass) Retryable() bool {
+	switch r {
+	case RetryRetry, RetryRetryAfter, RetryRedirect:
+		return true
+	default:
+		return false
+	}
+}
+
 // DefaultRetry is the retry class a code carries unless the sender says
 // otherwise. overloaded and not_found ask for a wait first; shard_unavailable
 // and draining were refused before anything was applied and may be sent

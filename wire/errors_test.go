@@ -216,3 +216,16 @@ func TestRetryAfterForms(t *testing.T) {
 		t.Error("zero wait still sent")
 	}
 }
+
+// TestRetryableFollowsClass checks Retryable is a property of the class
+// alone: exactly the classes the spec says applied nothing.
+func TestRetryableFollowsClass(t *testing.T) {
+	for class, want := range map[RetryClass]bool{
+		RetryFatal: false, RetryRetry: true, RetryRetryAfter: true, RetryRedirect: true,
+		RetryOutcomeUnknown: false, "": false, "some_new_class": false,
+	} {
+		if got := class.Retryable(); got != want {
+			t.Errorf("RetryClass(%q).Retryable() = %v, want %v", class, got, want)
+		}
+	}
+}

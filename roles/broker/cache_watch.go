@@ -233,7 +233,7 @@ func (w *watchWriter) step() bool {
 		w.end(w.ended)
 		return true
 	}
-	w.es.CancelWrite(StreamCodeShutdown)
+	w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 	return true
 }
 
@@ -244,12 +244,12 @@ func (w *watchWriter) stop() {
 		return
 	}
 	if w.es.Context().Err() != nil || w.c.ctx.Err() != nil {
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	// Draining: write what is ready, then end with draining.
 	if err := w.writeReady(false); err != nil {
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	if w.ended == nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // connection is one accepted QUIC connection: its stream accept loops,
@@ -193,7 +195,7 @@ func (c *connection) releaseSub() {
 // with answers still owed, by late: the broker's work was cancelled, so
 // they are errors); then subscriptions write what is queued for them and
 // finish (bounded by half of what is left); then the connection is closed
-// with CloseShutdown.
+// with wire.CloseShutdown.
 func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	c.stopAccept()
 	c.acceptWG.Wait()
@@ -219,7 +221,7 @@ func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	}
 	c.flushSubscriptions(ctx)
 	c.linger(ctx)
-	c.qc.CloseWithError(CloseShutdown, "shutdown")
+	c.qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
 	<-c.done
 }
 

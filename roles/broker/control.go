@@ -82,7 +82,7 @@ func (c *connection) serveControl(st *quic.Stream) {
 	cs.out.waitOwed(ctx)
 	cs.out.stop()
 	if end == endRefused {
-		st.CancelRead(StreamCodeRefused)
+		st.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
 	}
 	st.Close()
 }
@@ -93,7 +93,7 @@ func (c *connection) serveIngress(rs *quic.ReceiveStream) {
 	cs := &controlStream{c: c, srv: c.srv, r: rs, rd: rs, ctx: c.ctx}
 	defer cs.release()
 	if cs.loop() == endRefused {
-		rs.CancelRead(StreamCodeRefused)
+		rs.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
 	}
 }
 

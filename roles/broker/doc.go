@@ -66,5 +66,5 @@
 // Shutdown turns readiness off, stops accepting connections and streams,
 // gives in-flight streams half the remaining budget, then stops their
 // reads, answers what was read, lets subscriptions write what is queued,
-// and closes each connection with CloseShutdown. Nothing the server started outlives Shutdown.
+// and closes each connection with wire.CloseShutdown. Nothing the server started outlives Shutdown.
 package broker

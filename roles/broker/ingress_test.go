@@ -44,7 +44,7 @@ func TestIngressStream(t *testing.T) {
 		t.Fatal("an unauthenticated ingress stream was not refused")
 	}
 	var se *quic.StreamError
-	if err := context.Cause(bad.Context()); !errors.As(err, &se) || se.ErrorCode != StreamCodeRefused {
+	if err := context.Cause(bad.Context()); !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(wire.CloseRefused) {
 		t.Fatalf("refused with %v", err)
 	}
 

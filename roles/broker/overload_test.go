@@ -162,7 +162,7 @@ func TestGracefulShutdownAnswersAckedPublishes(t *testing.T) {
 			}
 			<-qc.Context().Done()
 			var appErr *quic.ApplicationError
-			if err := context.Cause(qc.Context()); !errors.As(err, &appErr) || appErr.ErrorCode != CloseShutdown || appErr.ErrorMessage != "shutdown" {
+			if err := context.Cause(qc.Context()); !errors.As(err, &appErr) || appErr.ErrorCode != quic.ApplicationErrorCode(wire.CloseShutdown) || appErr.ErrorMessage != "shutdown" {
 				t.Fatalf("connection closed with %v", err)
 			}
 			if gs := brokerGoroutines(); len(gs) > 0 {

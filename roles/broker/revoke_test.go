@@ -90,7 +90,7 @@ func TestRevocationEndsOnlyThatPrincipalsStreams(t *testing.T) {
 		t.Fatal("alice's ingress stream was not refused")
 	}
 	var se *quic.StreamError
-	if err := context.Cause(aliceIngress.Context()); !errors.As(err, &se) || se.ErrorCode != StreamCodeRefused {
+	if err := context.Cause(aliceIngress.Context()); !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(wire.CloseRefused) {
 		t.Fatalf("alice's ingress stream ended with %v", err)
 	}
 	if got := e.metric("felix_broker_revoked_streams_total") - before; got < 4 {

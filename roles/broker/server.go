@@ -18,28 +18,11 @@ import (
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/roles/broker/catalogsync"
 	"github.com/felixmq/felix/roles/broker/sched"
+	"github.com/felixmq/felix/wire"
 )
 
 // ALPN is the application protocol the listener requires.
 const ALPN = "felix/1"
-
-// Application error codes the broker closes a QUIC connection with.
-const (
-	// CloseShutdown ends a connection because the broker is draining.
-	CloseShutdown quic.ApplicationErrorCode = 0
-	// CloseTooManyConnections refuses a connection past
-	// FELIX_MAX_CONNECTIONS_PER_SOURCE.
-	CloseTooManyConnections quic.ApplicationErrorCode = 1
-)
-
-// Stream error codes the broker cancels a stream with.
-const (
-	// StreamCodeRefused cancels a stream the broker stopped serving
-	// (refused auth, malformed framing, an unknown request type).
-	StreamCodeRefused quic.StreamErrorCode = 1
-	// StreamCodeShutdown cancels a stream because the broker is draining.
-	StreamCodeShutdown quic.StreamErrorCode = 2
-)
 
 // Deps are what the Server needs from its caller.
 type Deps struct {
@@ -244,14 +227,14 @@ func (s *Server) admit(qc *quic.Conn) {
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
-		qc.CloseWithError(CloseShutdown, "shutdown")
+		qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
 		return
 	}
 	if s.perSource[src] >= s.cfg.MaxConnectionsPerSource {
 		s.mu.Unlock()
 		s.metrics.connsRefused.Inc()
 		s.log.Warn("refused a connection: too many from its source", "source", src, "limit", s.cfg.MaxConnectionsPerSource)
-		qc.CloseWithError(CloseTooManyConnections, "too many connections from this source")
+		qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseTooManyConnections), "too many connections from this source")
 		return
 	}
 	s.perSource[src]++

@@ -15,7 +15,7 @@ const defaultDrainBudget = 10 * time.Second
 // and gets half the remaining budget for its streams to finish, then stops
 // reading, answers what it already read, lets its subscriptions write what
 // is queued for them (for half of what is left), and is closed with
-// CloseShutdown.
+// wire.CloseShutdown.
 // Then the catalog sync and the sweeper stop, the scheduler runs what it
 // queued, every publish still fanning out finishes, and the core (with its
 // logs) is closed.

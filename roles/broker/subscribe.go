@@ -80,11 +80,11 @@ func (cs *controlStream) openEventStream(id uint64) (*quic.SendStream, *wire.Err
 	}
 	hello, err := wire.AppendMessageFrame(nil, &wire.EventStreamHello{SubscriptionID: id})
 	if err != nil {
-		es.CancelWrite(StreamCodeRefused)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
 		return nil, wire.NewError(wire.CodeInternal, "cannot encode the event stream hello: %v", err)
 	}
 	if _, err := es.Write(hello); err != nil {
-		es.CancelWrite(StreamCodeRefused)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot write the event stream: %v", err)
 	}
 	return es, nil
@@ -209,7 +209,7 @@ func (s *streamWriterState) kick(err *wire.Error) {
 			// Without a deadline a stalled write could hold the writer
 			// for good: reset the stream, which ends the write.
 			s.c.srv.log.Warn("cannot bound a kicked stream's writes; resetting it", "err", derr)
-			s.es.CancelWrite(StreamCodeShutdown)
+			s.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		}
 		s.owner.wake()
 	}
@@ -284,7 +284,7 @@ func (w *eventWriter) step() bool {
 		}
 		if err := w.writeBatch(env); err != nil {
 			if w.kicked.Load() != nil {
-				w.es.CancelWrite(StreamCodeRefused)
+				w.es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
 			}
 			return true
 		}
@@ -373,7 +373,7 @@ func (w *eventWriter) end(err error) {
 		return
 	}
 	if w.broken {
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	var last wire.Message
@@ -388,7 +388,7 @@ func (w *eventWriter) end(err error) {
 	case errors.As(err, &we):
 		last = we.ErrorMessage(w.withCodes)
 	default:
-		w.es.CancelWrite(StreamCodeShutdown)
+		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	if err := writeLast(w.es, last); err != nil {
@@ -412,15 +412,15 @@ type lastWriter interface {
 func writeLast(es lastWriter, last wire.Message) error {
 	b, err := wire.AppendMessageFrame(nil, last)
 	if err != nil {
-		es.CancelWrite(StreamCodeShutdown)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("encode the event stream's last frame: %w", err)
 	}
 	if err := es.SetWriteDeadline(time.Now().Add(endWriteTimeout)); err != nil {
-		es.CancelWrite(StreamCodeShutdown)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("bound the event stream's last write: %w", err)
 	}
 	if _, err := es.Write(b); err != nil {
-		es.CancelWrite(StreamCodeShutdown)
+		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("write the event stream's last frame: %w", err)
 	}
 	return es.Close()

@@ -50,7 +50,7 @@ func TestWriteLastSurfacesErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if tc.f.cancelled == nil || *tc.f.cancelled != StreamCodeShutdown || tc.f.closed || len(tc.f.wrote) != 0 {
+			if tc.f.cancelled == nil || *tc.f.cancelled != quic.StreamErrorCode(wire.CloseShutdown) || tc.f.closed || len(tc.f.wrote) != 0 {
 				t.Fatalf("stream: cancelled=%v closed=%v wrote=%d", tc.f.cancelled, tc.f.closed, len(tc.f.wrote))
 			}
 		})

@@ -31,7 +31,7 @@ func (c sdkClient) WatchCache(ctx context.Context, namespace, cache string, f fe
 }
 
 func (c patientClient) WatchCache(ctx context.Context, ns, cache string, f felix.CacheWatchFilter, opts ...felix.WatchOption) (cacheWatcher, error) {
-	return retryNotFound(ctx, func() (cacheWatcher, error) { return c.brokerClient.WatchCache(ctx, ns, cache, f, opts...) })
+	return retryPatiently(ctx, func() (cacheWatcher, error) { return c.brokerClient.WatchCache(ctx, ns, cache, f, opts...) })
 }
 
 func cacheWatchCommand(tk toolkit) *cli.Command {

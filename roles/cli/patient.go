@@ -10,51 +10,81 @@ import (
 )
 
 // catalogWait is how long a command keeps retrying a request the broker
-// answered with not_found. Brokers learn new streams and caches on their
-// next catalog sync (every 500 ms by default), so a command run straight
-// after `felix admin ... create` would otherwise fail for no lasting reason.
+// refused for a passing reason. Brokers learn new streams and caches on
+// their next catalog sync (every 500 ms by default), so a command run
+// straight after `felix admin ... create` would otherwise fail with
+// not_found for no lasting reason.
 const catalogWait = 5 * time.Second
 
-// patientClient retries not_found answers for up to catalogWait. Only
-// requests that get an answer can be retried; fire-and-forget publishes
-// pass straight through.
+// retryPause is the wait between attempts when the refusal suggests none
+// (detail.retry_after_ms).
+const retryPause = 100 * time.Millisecond
+
+// patientClient retries refusals worth waiting out for up to catalogWait.
+// Only requests that get an answer can be retried; fire-and-forget
+// publishes pass straight through.
 type patientClient struct{ brokerClient }
 
-func retryNotFound[T any](ctx context.Context, f func() (T, error)) (T, error) {
+// waitOut reports whether a refusal is worth waiting out on the same
+// broker, by its retry class alone: retry and retry_after promise nothing
+// was applied and the broker may accept the request later (not_found while
+// it syncs its catalog, overloaded, a shard coming back). redirect needs
+// another broker, which this one-broker client does not have; fatal will
+// fail again; outcome_unknown may have been applied, and sending it again
+// could apply it twice. It returns the wait the refusal suggests, if any.
+func waitOut(err error) (time.Duration, bool) {
+	var be *felix.BrokerError
+	if !errors.As(err, &be) || !be.Retry.Retryable() || be.Retry == wire.RetryRedirect {
+		return 0, false
+	}
+	d, _ := (&wire.Error{Detail: be.Detail}).RetryAfter()
+	return d, true
+}
+
+// retryPatiently calls f until it succeeds, fails in a way waiting cannot
+// cure (waitOut), ctx ends, or catalogWait has passed; it returns the last
+// answer. Between attempts it waits retryPause, or longer when the
+// refusal asked for longer, but never past catalogWait.
+func retryPatiently[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	deadline := time.Now().Add(catalogWait)
 	for {
 		v, err := f()
-		var be *felix.BrokerError
-		if err == nil || !errors.As(err, &be) || be.Code != wire.CodeNotFound || time.Now().After(deadline) {
+		if err == nil {
+			return v, nil
+		}
+		wait, ok := waitOut(err)
+		if !ok || !time.Now().Before(deadline) {
 			return v, err
 		}
+		t := time.NewTimer(min(max(wait, retryPause), time.Until(deadline)))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return v, err
-		case <-time.After(100 * time.Millisecond):
+		case <-t.C:
 		}
 	}
 }
 
-func retryNotFoundErr(ctx context.Context, f func() error) error {
-	_, err := retryNotFound(ctx, func() (struct{}, error) { return struct{}{}, f() })
+func retryPatientlyErr(ctx context.Context, f func() error) error {
+	_, err := retryPatiently(ctx, func() (struct{}, error) { return struct{}{}, f() })
 	return err
 }
 
 func (c patientClient) Publish(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) error {
-	return retryNotFoundErr(ctx, func() error { return c.brokerClient.Publish(ctx, ns, stream, payload, ack) })
+	return retryPatientlyErr(ctx, func() error { return c.brokerClient.Publish(ctx, ns, stream, payload, ack) })
 }
 
 func (c patientClient) PublishKeyed(ctx context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) error {
-	return retryNotFoundErr(ctx, func() error { return c.brokerClient.PublishKeyed(ctx, ns, stream, key, payload, ack) })
+	return retryPatientlyErr(ctx, func() error { return c.brokerClient.PublishKeyed(ctx, ns, stream, key, payload, ack) })
 }
 
 func (c patientClient) SubscribeFrom(ctx context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {
-	return retryNotFound(ctx, func() (eventSource, error) { return c.brokerClient.SubscribeFrom(ctx, ns, stream, o) })
+	return retryPatiently(ctx, func() (eventSource, error) { return c.brokerClient.SubscribeFrom(ctx, ns, stream, o) })
 }
 
 func (c patientClient) CachePut(ctx context.Context, ns, cache, key string, value []byte, ttl time.Duration) error {
-	return retryNotFoundErr(ctx, func() error { return c.brokerClient.CachePut(ctx, ns, cache, key, value, ttl) })
+	return retryPatientlyErr(ctx, func() error { return c.brokerClient.CachePut(ctx, ns, cache, key, value, ttl) })
 }
 
 func (c patientClient) CacheGet(ctx context.Context, ns, cache, key string) ([]byte, bool, error) {
@@ -66,7 +96,7 @@ func (c patientClient) CacheDelete(ctx context.Context, ns, cache, key string) (
 }
 
 func (c patientClient) Read(ctx context.Context, ns, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error) {
-	return retryNotFound(ctx, func() (*felix.ReadPage, error) {
+	return retryPatiently(ctx, func() (*felix.ReadPage, error) {
 		return c.brokerClient.Read(ctx, ns, stream, shard, from, end, maxRecords)
 	})
 }
@@ -76,21 +106,21 @@ func (c patientClient) OffsetForTime(ctx context.Context, ns, stream string, sha
 		off uint64
 		ok  bool
 	}
-	g, err := retryNotFound(ctx, func() (got, error) {
+	g, err := retryPatiently(ctx, func() (got, error) {
 		off, ok, err := c.brokerClient.OffsetForTime(ctx, ns, stream, shard, t)
 		return got{off, ok}, err
 	})
 	return g.off, g.ok, err
 }
 
-// retryLookup is retryNotFound for calls that answer a value and whether
+// retryLookup is retryPatiently for calls that answer a value and whether
 // it was there.
 func retryLookup(ctx context.Context, f func() ([]byte, bool, error)) ([]byte, bool, error) {
 	type got struct {
 		v  []byte
 		ok bool
 	}
-	g, err := retryNotFound(ctx, func() (got, error) {
+	g, err := retryPatiently(ctx, func() (got, error) {
 		v, ok, err := f()
 		return got{v, ok}, err
 	})

@@ -197,9 +197,14 @@ func (s *RaftStore) barrier(ctx context.Context) error {
 	}
 }
 
+// retryable reports whether a failed attempt was certainly not applied
+// and may work if made again (no leader yet, too many requests in flight):
+// the retry class the error carries decides, not its code, so a class a
+// peer sent explicitly is honoured and a code this version does not know
+// is judged by its class.
 func retryable(err error) bool {
 	var we *wire.Error
-	return errors.As(err, &we) && (we.Code == wire.CodeShardUnavailable || we.Code == wire.CodeOverloaded)
+	return errors.As(err, &we) && we.Retry.Retryable()
 }
 
 // mapErr turns a deadline of our own into a typed error; deterministic

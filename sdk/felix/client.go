@@ -165,7 +165,7 @@ func (c *Client) shutdown(reason error) {
 		close(c.closedC)
 		c.cancel()
 		if c.parent == nil {
-			_ = c.conn.CloseWithError(0, "client closed")
+			_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CloseNoError), "client closed")
 		} else {
 			c.parent.forgetChild(c)
 		}
@@ -240,8 +240,8 @@ type ctrlStream struct {
 
 // abort cancels both halves; used when a stream is abandoned.
 func (cs *ctrlStream) abort() {
-	cs.s.CancelRead(0)
-	cs.s.CancelWrite(0)
+	cs.s.CancelRead(quic.StreamErrorCode(wire.CloseNoError))
+	cs.s.CancelWrite(quic.StreamErrorCode(wire.CloseNoError))
 }
 
 // openStream opens a bidirectional stream and runs the auth round trip.

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-
-	"github.com/felixmq/felix/wire"
 )
 
 // Resume bounds. A resume that keeps failing (or keeps ending before it
@@ -201,21 +199,17 @@ func (r *resumable[T, S]) joinClose(ctx context.Context) (context.Context, func(
 }
 
 // retryableResume reports whether a failed resubscribe may work later:
-// the connection was lost, or the broker refused for a passing reason
-// (a shard moving or a broker learning about the stream).
+// the connection was lost, or the broker's refusal carries a retry class
+// that says nothing was applied and another attempt may work (a shard
+// moving, a broker still learning about the stream). The decision follows
+// the class the broker sent, never the code, so an explicit class wins
+// over the code's default and an unknown code is judged by its class.
 func retryableResume(err error) bool {
 	if errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrSubscriptionLost) {
 		return true
 	}
 	var be *BrokerError
-	if !errors.As(err, &be) {
-		return false
-	}
-	switch be.Retry {
-	case wire.RetryRetry, wire.RetryRetryAfter, wire.RetryRedirect:
-		return true
-	}
-	return be.Code == wire.CodeNotFound || be.Code == wire.CodeShardUnavailable || be.Code == wire.CodeNotLeader
+	return errors.As(err, &be) && be.Retry.Retryable()
 }
 
 // close ends the stream; next returns ErrClosed afterwards.

@@ -282,3 +282,72 @@ func clusterSubscribe(t *testing.T, cc *ClusterClient, o *SubscribeOptions) *Clu
 	t.Cleanup(func() { sub.Close() })
 	return sub
 }
+
+// TestClusterSubscriptionResumeFollowsRetryClass refuses the first
+// resubscribe with a code and an explicit retry class and checks the
+// subscription resumes exactly when the class says nothing was applied,
+// whatever the code: a code's usual class, or a code this client does
+// not know, does not decide it.
+func TestClusterSubscriptionResumeFollowsRetryClass(t *testing.T) {
+	for _, tc := range []struct {
+		code   wire.Code
+		retry  wire.RetryClass
+		resume bool
+	}{
+		{wire.CodeNotFound, wire.RetryRetryAfter, true},
+		{wire.CodeShardUnavailable, wire.RetryRetry, true},
+		{wire.CodeNotLeader, wire.RetryRedirect, true},
+		{wire.CodeInvalidRequest, wire.RetryRetry, true}, // usually fatal
+		{"some_new_code", wire.RetryRetryAfter, true},
+		{wire.CodeNotFound, wire.RetryFatal, false}, // usually retry_after
+		{wire.CodeShardUnavailable, wire.RetryOutcomeUnknown, false},
+		{wire.CodeInternal, wire.RetryOutcomeUnknown, false},
+		{wire.CodeForbidden, wire.RetryFatal, false},
+		{"some_new_code", wire.RetryFatal, false},
+	} {
+		t.Run(fmt.Sprintf("%s/%s", tc.code, tc.retry), func(t *testing.T) {
+			var subscribes atomic.Int32
+			fb := newFakeBroker(t, fakeOpts{flags: binaryFlags, subscribed: func(*wire.Subscribe) wire.Message {
+				if subscribes.Add(1) == 2 { // the first resubscribe is refused
+					return (&wire.Error{Code: tc.code, Retry: tc.retry, Message: "refused"}).ErrorMessage(true)
+				}
+				return &wire.Subscribed{}
+			}})
+			cc := connectClusterFast(t, fb.config(), fb.Addr())
+			sub := clusterSubscribe(t, cc, nil)
+			fs := fb.nextSubscription()
+			sendRange(t, fs, 1, 2)
+			fs.lag(t, 2)
+			expectOffsets(t, sub, 1)
+			if !tc.resume {
+				be := asBroker(t, nextErr(t, sub))
+				if be.Code != tc.code || be.Retry != tc.retry || sub.Resumes() != 0 || subscribes.Load() != 2 {
+					t.Fatalf("got %v after %d resumes and %d subscribes, want the refusal after one attempt", be, sub.Resumes(), subscribes.Load())
+				}
+				return
+			}
+			type result struct {
+				ev  Event
+				err error
+			}
+			nextC := make(chan result, 1)
+			go func() { // Next resumes; the broker side is driven below
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				ev, err := sub.Next(ctx)
+				nextC <- result{ev, err}
+			}()
+			fs = fb.nextSubscription()
+			if got := startOf(t, fs); got != 2 {
+				t.Fatalf("resumed at %d, want 2", got)
+			}
+			sendRange(t, fs, 2, 3)
+			if r := <-nextC; r.err != nil || r.ev.Offset != 2 {
+				t.Fatalf("after the resume: %+v %v", r.ev, r.err)
+			}
+			if sub.Resumes() != 1 || subscribes.Load() != 3 {
+				t.Fatalf("%d resumes after %d subscribes, want 1 after 3", sub.Resumes(), subscribes.Load())
+			}
+		})
+	}
+}

@@ -15,8 +15,6 @@ import (
 const (
 	routerMaxWaiting = 4096             // per map: registrations, and streams, waiting for the other side
 	helloTimeout     = 10 * time.Second // an event stream must name its subscription within this
-	streamErrEvicted = quic.StreamErrorCode(1)
-	streamErrBadHead = quic.StreamErrorCode(2)
 )
 
 // eventStream is a broker-opened stream whose hello has been read.
@@ -24,6 +22,10 @@ type eventStream struct {
 	rs *quic.ReceiveStream
 	fr *wire.FrameReader
 }
+
+// stop stops reading the stream (STOP_SENDING) with code, so the broker
+// lets it go.
+func (es eventStream) stop(code wire.CloseCode) { es.rs.CancelRead(quic.StreamErrorCode(code)) }
 
 // router joins broker-opened event streams to subscriptions by id. The
 // broker may open the stream before or after the client reads subscribed,
@@ -63,8 +65,8 @@ func (r *router) run() {
 		// Each stream's hello is read on its own goroutine, so one slow
 		// stream cannot hold up the ones accepted after it. The broker's
 		// stream limit bounds how many there are.
-		if !r.c.spawn(func() { r.accept(rs) }) {
-			rs.CancelRead(streamErrBadHead)
+		if !r.c.spawn(func() { r.accept(rs) }) { // the client is closing
+			rs.CancelRead(quic.StreamErrorCode(wire.CloseNoError))
 			return
 		}
 	}
@@ -74,7 +76,7 @@ func (r *router) run() {
 func (r *router) accept(rs *quic.ReceiveStream) {
 	id, fr, err := r.readHello(rs)
 	if err != nil {
-		rs.CancelRead(streamErrBadHead)
+		rs.CancelRead(quic.StreamErrorCode(wire.CloseBadStream))
 		return
 	}
 	r.offer(id, eventStream{rs: rs, fr: fr})
@@ -100,7 +102,7 @@ func (r *router) offer(id uint64, es eventStream) {
 	r.mu.Lock()
 	if r.ended { // the connection is gone; nobody will claim the stream
 		r.mu.Unlock()
-		es.rs.CancelRead(0)
+		es.stop(wire.CloseNoError)
 		return
 	}
 	if sub, ok := r.regs[id]; ok {
@@ -110,7 +112,7 @@ func (r *router) offer(id uint64, es eventStream) {
 		return
 	}
 	if old, ok := r.streams[id]; ok { // a second stream for one id: keep the newest
-		old.rs.CancelRead(streamErrEvicted)
+		old.stop(wire.CloseEvicted)
 	}
 	for len(r.streams) >= routerMaxWaiting {
 		r.evictOldestLocked()
@@ -133,7 +135,7 @@ func (r *router) evictOldestLocked() {
 		r.order = r.order[1:]
 		if es, ok := r.streams[id]; ok {
 			delete(r.streams, id)
-			es.rs.CancelRead(streamErrEvicted)
+			es.stop(wire.CloseEvicted)
 			return
 		}
 	}
@@ -189,7 +191,7 @@ func (r *router) shutdown() {
 	r.regs, r.streams, r.order = map[uint64]eventSink{}, map[uint64]eventStream{}, nil
 	r.mu.Unlock()
 	for _, es := range streams {
-		es.rs.CancelRead(0)
+		es.stop(wire.CloseNoError)
 	}
 	for _, sub := range regs {
 		sub.connectionEnded()

@@ -199,11 +199,11 @@ func (l *streamLife[T]) disarm() {
 // reset as broken unless the frame was the broker's clean last word.
 func (l *streamLife[T]) endBadFrame(es eventStream, err error, clean bool) {
 	l.end(err)
-	code := streamErrBadHead
+	code := wire.CloseBadStream
 	if clean {
-		code = 0
+		code = wire.CloseNoError
 	}
-	es.rs.CancelRead(code)
+	es.stop(code)
 }
 
 // keptItems is the largest pending storage kept for the next frame.
@@ -225,7 +225,7 @@ func (l *streamLife[T]) close() error {
 	l.c.router.unregister(l)
 	l.c.untrackSub(l)
 	if es != nil {
-		es.rs.CancelRead(0)
+		es.stop(wire.CloseNoError)
 	}
 	l.ctrl.abort()
 	l.end(ErrClosed)
@@ -242,7 +242,7 @@ func (l *streamLife[T]) abort() {
 	l.mu.Unlock()
 	l.c.router.unregister(l)
 	if es != nil {
-		es.rs.CancelRead(0)
+		es.stop(wire.CloseNoError)
 	}
 	l.ctrl.abort()
 }
@@ -302,7 +302,7 @@ func (l *streamLife[T]) attach(es eventStream) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.es != nil || l.ended() {
-		es.rs.CancelRead(0)
+		es.stop(wire.CloseNoError)
 		return
 	}
 	l.es = &es
@@ -320,7 +320,7 @@ func (l *streamLife[T]) watchControl() {
 		if m, ok := msg.(*wire.ErrorMsg); ok {
 			l.end(fromWire(m.Err()))
 			if es := l.eventStream(); es != nil {
-				es.rs.CancelRead(0)
+				es.stop(wire.CloseNoError)
 			}
 			return
 		}
