@@ -34,7 +34,8 @@ type CorruptionError struct {
 	HasLastGood bool
 	// Reason names the check that failed: "crc mismatch", "bad length",
 	// "partial record", "offset out of sequence", "bad publisher length",
-	// "segment base out of sequence".
+	// "segment base out of sequence", "unknown record version" (a record
+	// a newer build wrote; never cut as a torn tail).
 	Reason string
 }
 

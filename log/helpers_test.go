@@ -149,7 +149,11 @@ func openChecked(t testing.TB, o Options, wantFailed bool) *Log {
 		case !wantFailed && err != nil:
 			t.Errorf("Close: %v", err)
 		}
-		rep, err := Inspect(o.Dir)
+		fsys := o.FS
+		if fsys == nil {
+			fsys = OSFS()
+		}
+		rep, err := inspectFS(fsys, o.Dir)
 		if err != nil || rep.Verdict == VerdictRefuse || (!wantFailed && rep.Verdict != VerdictOpen) {
 			t.Errorf("after close: %v %+v", err, rep)
 			return
