@@ -13,8 +13,9 @@ import (
 type Appended struct {
 	Base       uint64 // offset of the first record
 	Count      uint32
-	TimeMicros uint64 // the records' time, µs since the Unix epoch
+	TimeMicros uint64 // the records' time (AppendRecords: the first record's), µs since the Unix epoch
 	end        uint64 // Base + Count
+	cuts       uint64 // Log.cuts when written, to tell whether a TruncateTo removed them
 }
 
 // Entry is one record for AppendEntries.
@@ -45,20 +46,48 @@ func (l *Log) AppendEntries(entries []Entry, publisher string, timeMicros uint64
 	return l.appendBatch(&batch{entries: entries, publisher: publisher, time: timeMicros})
 }
 
-// batch is what one append call writes: payloads or entries.
+// AppendRecords writes records at the offsets they carry, with their own
+// time, publisher, kind and generation: a follower copying the records its
+// leader assigned. The first record must be at NextOffset and the rest
+// contiguous; otherwise nothing is written and the error is an
+// *OffsetError (matching ErrOffsetMismatch) that names the next offset. A
+// follower whose log is ahead of its leader's truncates first (TruncateTo).
+// Records are written in the current layout whatever their Version field
+// says. Failures are those of Append.
+func (l *Log) AppendRecords(recs []Record) (Appended, error) {
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Offset != recs[0].Offset+uint64(i) {
+			return Appended{}, &OffsetError{Index: i, Got: recs[i].Offset, Want: recs[0].Offset + uint64(i), Next: l.NextOffset()}
+		}
+	}
+	t := uint64(0)
+	if len(recs) > 0 {
+		t = recs[0].TimeMicros
+	}
+	return l.appendBatch(&batch{recs: recs, time: t})
+}
+
+// batch is what one append call writes: exactly one of payloads, entries
+// or recs is used.
 type batch struct {
 	payloads  [][]byte // KindData, generation 0
 	entries   []Entry
-	publisher string
-	time      uint64
+	recs      []Record // offsets given (AppendRecords)
+	publisher string   // for payloads and entries
+	time      uint64   // for payloads and entries
 }
 
-func (b *batch) len() int { return len(b.payloads) + len(b.entries) }
+func (b *batch) len() int { return len(b.payloads) + len(b.entries) + len(b.recs) }
 
 // record returns the i-th record's metadata, at offset off, and payload.
 func (b *batch) record(i int, off uint64) (recordMeta, []byte) {
 	m := recordMeta{offset: off, time: b.time, publisher: b.publisher}
-	if b.entries != nil {
+	switch {
+	case b.recs != nil:
+		r := &b.recs[i]
+		m.kind, m.generation, m.time, m.publisher = r.Kind, r.Generation, r.TimeMicros, r.Publisher
+		return m, r.Payload
+	case b.entries != nil:
 		e := &b.entries[i]
 		m.kind, m.generation = e.Kind, e.Generation
 		return m, e.Payload
@@ -77,8 +106,13 @@ func (l *Log) appendBatch(b *batch) (Appended, error) {
 		l.mu.Unlock()
 		return Appended{}, fmt.Errorf("log: append: %w", err)
 	}
+	if len(b.recs) > 0 && b.recs[0].Offset != l.next {
+		err := &OffsetError{Got: b.recs[0].Offset, Want: l.next, Next: l.next}
+		l.mu.Unlock()
+		return Appended{}, err
+	}
 	if b.len() == 0 {
-		a := Appended{Base: l.next, TimeMicros: b.time, end: l.next}
+		a := Appended{Base: l.next, TimeMicros: b.time, end: l.next, cuts: l.cuts}
 		l.mu.Unlock()
 		return a, nil
 	}
@@ -184,7 +218,7 @@ func (l *Log) writeLocked(b *batch) (Appended, error) {
 		}
 		return Appended{}, wrapWriteErr(err)
 	}
-	a := Appended{Base: l.next, Count: uint32(n), TimeMicros: b.time}
+	a := Appended{Base: l.next, Count: uint32(n), TimeMicros: b.time, cuts: l.cuts}
 	pos := act.size
 	for i := range n {
 		m, p := b.record(i, l.next)

@@ -22,7 +22,7 @@ type RecordInfo struct {
 
 // ScanRecords calls fn for every record of the log in dir that Open would
 // keep, oldest first, without writing anything: it stops where recovery
-// stops (the first damage, a torn tail). It
+// stops (the first damage, a torn tail, a pending truncation's cut). It
 // returns the recovery report; an error fn returns stops the scan and is
 // returned.
 func ScanRecords(dir string, fn func(RecordInfo) error) (*Report, error) {

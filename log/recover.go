@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -47,6 +48,19 @@ type Report struct {
 	// RebuiltIndexes names the index files Open rewrote because they were
 	// missing or inconsistent. Inspect leaves it empty.
 	RebuiltIndexes []string
+	// Pending is set when a crash interrupted a TruncateTo; Open finishes
+	// it (NextOffset already leaves the cut records out) and Inspect says
+	// it would.
+	Pending *PendingTruncation
+}
+
+// PendingTruncation is a TruncateTo that a crash interrupted.
+type PendingTruncation struct {
+	// To is the offset the log is cut back to.
+	To uint64
+	// Dropped names the segment files that lie wholly past To, which
+	// finishing the truncation deletes (not scanned).
+	Dropped []string
 }
 
 // SegmentReport describes one segment file. Segments after a refused one
@@ -107,6 +121,10 @@ func (sc *segScan) tally(v recordView) {
 type recovery struct {
 	report *Report
 	scans  []*segScan
+	// dropped are the paths of segments a pending truncation deletes;
+	// badMarker is set when a marker file exists that does not verify.
+	dropped   []string
+	badMarker bool
 }
 
 // closeAll closes every scanned file.
@@ -140,6 +158,13 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 	}
 	rec := &recovery{report: &Report{Dir: dir}}
 	rep := rec.report
+	stopAt := uint64(math.MaxUint64)
+	if off, valid, present := readMarker(fsys, dir); valid {
+		stopAt = off
+		bases = rec.pendingCut(dir, bases, off)
+	} else {
+		rec.badMarker = present
+	}
 	var verified bool // some record verified before the current position
 	for i, base := range bases {
 		last := i == len(bases)-1
@@ -150,7 +175,7 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 				break
 			}
 		}
-		sc, err := scanSegment(fsys, path, base, interval)
+		sc, err := scanSegment(fsys, path, base, interval, stopAt)
 		if err != nil {
 			rec.closeAll()
 			return nil, err
@@ -181,6 +206,23 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 		rep.StartOffset, rep.NextOffset = rec.scans[0].seg.base, rec.scans[n-1].seg.next
 	}
 	return rec, nil
+}
+
+// pendingCut notes a marker's truncation to off and returns the bases of
+// the segments that keep records: those starting below off, and the first
+// one always (a cut to its base empties it).
+func (rec *recovery) pendingCut(dir string, bases []uint64, off uint64) []uint64 {
+	keep := 0
+	for keep < len(bases) && (keep == 0 || bases[keep] < off) {
+		keep++
+	}
+	p := &PendingTruncation{To: off}
+	for _, b := range bases[keep:] {
+		p.Dropped = append(p.Dropped, segmentName(b))
+		rec.dropped = append(rec.dropped, filepath.Join(dir, segmentName(b)))
+	}
+	rec.report.Pending = p
+	return bases[:keep]
 }
 
 func (sc *segScan) report() SegmentReport {
@@ -224,8 +266,10 @@ func (c *indexChecker) done() (bool, bool) {
 }
 
 // scanSegment opens a segment read-only, verifies every record up to the
-// first damage, rebuilds its in-memory indexes and checks its index files.
-func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, error) {
+// first damage or the record at stopAt (a pending truncation's cut, whose
+// records are not looked at), rebuilds its in-memory indexes and checks its
+// index files.
+func scanSegment(fsys FS, path string, base uint64, interval int, stopAt uint64) (*segScan, error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -239,7 +283,7 @@ func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, err
 		versions: map[uint8]uint64{}, kinds: map[Kind]uint64{}}
 	chk := loadIndexChecker(fsys, sc.seg, sc.fileSize)
 	r := newRecordReader(f, sc.fileSize, 1<<20)
-	for pos := int64(0); pos < sc.fileSize; {
+	for pos := int64(0); pos < sc.fileSize && sc.seg.next < stopAt; {
 		v, n, err := r.at(pos)
 		var rerr *recordError
 		if errors.As(err, &rerr) {
