@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 )
 
 // TruncateTo removes every record at or after off, so that NextOffset
@@ -138,13 +139,29 @@ func (l *Log) removeLaterLocked(drop []*segment) error {
 	return nil
 }
 
-// scanUpTo re-reads a segment's records below off and returns its state
-// as if they were all it held. Records below off are never written again
-// while the lock is held, so reading them under it is safe.
+// scanUpTo returns the state of segment s as if its records below off were
+// all it held. It keeps the index entries below off and re-reads only the
+// records from the last of them on, so it reads about one index interval,
+// not the segment. Records below off are never rewritten while the lock is
+// held, so reading them under it is safe.
 func scanUpTo(s *segment, off uint64, interval int) (*segment, error) {
 	cut := &segment{base: s.base, path: s.path, next: s.base}
+	rel := off - s.base
+	k := sort.Search(len(s.offIdx), func(k int) bool { return uint64(s.offIdx[k].rel) >= rel }) - 1
+	pos := int64(0)
+	if k > 0 {
+		// Resume at the k-th indexed record: everything before it is as it
+		// was, and the running maximum time there is the time index's.
+		e := s.offIdx[k]
+		cut.offIdx = append([]offsetEntry(nil), s.offIdx[:k]...)
+		cut.timeIdx = append([]timeEntry(nil), s.timeIdx[:k]...)
+		cut.records, cut.next = uint64(e.rel), s.base+uint64(e.rel)
+		cut.firstTime, cut.maxTime = s.firstTime, s.timeIdx[k].time
+		cut.sinceIndex = int64(interval) // re-index that record
+		pos = int64(e.pos)
+	}
 	r := newRecordReader(s.f, s.size, readChunk)
-	for pos := int64(0); cut.next < off; {
+	for cut.next < off {
 		v, n, err := r.at(pos)
 		if err != nil {
 			return nil, fmt.Errorf("read %s at %d: %w", s.name(), pos, err)
