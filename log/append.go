@@ -13,23 +13,91 @@ import (
 type Appended struct {
 	Base       uint64 // offset of the first record
 	Count      uint32
-	TimeMicros uint64 // the records' time, µs since the Unix epoch
+	TimeMicros uint64 // the records' time (AppendRecords: the first record's), µs since the Unix epoch
 	end        uint64 // Base + Count
+	cuts       uint64 // Log.cuts when written, to tell whether a TruncateTo removed them
 }
 
-// Append writes one record per payload at the next offsets, all with the
-// current time and the given publisher (may be ""). It returns once the
-// bytes are handed to the OS; Wait makes them durable under the policy.
-// Concurrent appends are serialized; offsets follow the order of return.
-// On a write error nothing is consumed: the partial bytes are cut away and
-// the error matches ErrNoSpace (and syscall.ENOSPC) when the disk is full.
+// Entry is one record for AppendEntries.
+type Entry struct {
+	Kind       Kind
+	Generation uint64
+	Payload    []byte
+}
+
+// Append writes one record per payload at the next offsets, all of
+// KindData and generation 0, with the current time and the given publisher
+// (may be ""). It returns once the bytes are handed to the OS; Wait makes
+// them durable under the policy. Concurrent appends are serialized; offsets
+// follow the order of return. On a write error nothing is consumed: the
+// partial bytes are cut away and the error matches ErrNoSpace (and
+// syscall.ENOSPC) when the disk is full.
 func (l *Log) Append(payloads [][]byte, publisher string) (Appended, error) {
 	return l.AppendAt(payloads, publisher, nowMicros(l.opts.Now()))
 }
 
 // AppendAt is Append with an explicit record time in µs.
 func (l *Log) AppendAt(payloads [][]byte, publisher string, timeMicros uint64) (Appended, error) {
-	size, err := batchSize(payloads, publisher)
+	return l.appendBatch(&batch{payloads: payloads, publisher: publisher, time: timeMicros})
+}
+
+// AppendEntries is AppendAt for records of any kind and generation.
+func (l *Log) AppendEntries(entries []Entry, publisher string, timeMicros uint64) (Appended, error) {
+	return l.appendBatch(&batch{entries: entries, publisher: publisher, time: timeMicros})
+}
+
+// AppendRecords writes records at the offsets they carry, with their own
+// time, publisher, kind and generation: a follower copying the records its
+// leader assigned. The first record must be at NextOffset and the rest
+// contiguous; otherwise nothing is written and the error is an
+// *OffsetError (matching ErrOffsetMismatch) that names the next offset. A
+// follower whose log is ahead of its leader's truncates first (TruncateTo).
+// Records are written in the current layout whatever their Version field
+// says. Failures are those of Append.
+func (l *Log) AppendRecords(recs []Record) (Appended, error) {
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Offset != recs[0].Offset+uint64(i) {
+			return Appended{}, &OffsetError{Index: i, Got: recs[i].Offset, Want: recs[0].Offset + uint64(i), Next: l.NextOffset()}
+		}
+	}
+	t := uint64(0)
+	if len(recs) > 0 {
+		t = recs[0].TimeMicros
+	}
+	return l.appendBatch(&batch{recs: recs, time: t})
+}
+
+// batch is what one append call writes: exactly one of payloads, entries
+// or recs is used.
+type batch struct {
+	payloads  [][]byte // KindData, generation 0
+	entries   []Entry
+	recs      []Record // offsets given (AppendRecords)
+	publisher string   // for payloads and entries
+	time      uint64   // for payloads and entries
+}
+
+func (b *batch) len() int { return len(b.payloads) + len(b.entries) + len(b.recs) }
+
+// record returns the i-th record's metadata, at offset off, and payload.
+func (b *batch) record(i int, off uint64) (recordMeta, []byte) {
+	m := recordMeta{offset: off, time: b.time, publisher: b.publisher}
+	switch {
+	case b.recs != nil:
+		r := &b.recs[i]
+		m.kind, m.generation, m.time, m.publisher = r.Kind, r.Generation, r.TimeMicros, r.Publisher
+		return m, r.Payload
+	case b.entries != nil:
+		e := &b.entries[i]
+		m.kind, m.generation = e.Kind, e.Generation
+		return m, e.Payload
+	}
+	return m, b.payloads[i]
+}
+
+// appendBatch checks a batch's limits, rolls if needed and writes it.
+func (l *Log) appendBatch(b *batch) (Appended, error) {
+	size, err := batchSize(b)
 	if err != nil {
 		return Appended{}, err
 	}
@@ -38,15 +106,20 @@ func (l *Log) AppendAt(payloads [][]byte, publisher string, timeMicros uint64) (
 		l.mu.Unlock()
 		return Appended{}, fmt.Errorf("log: append: %w", err)
 	}
-	if len(payloads) == 0 {
-		a := Appended{Base: l.next, TimeMicros: timeMicros, end: l.next}
+	if len(b.recs) > 0 && b.recs[0].Offset != l.next {
+		err := &OffsetError{Got: b.recs[0].Offset, Want: l.next, Next: l.next}
+		l.mu.Unlock()
+		return Appended{}, err
+	}
+	if b.len() == 0 {
+		a := Appended{Base: l.next, TimeMicros: b.time, end: l.next, cuts: l.cuts}
 		l.mu.Unlock()
 		return a, nil
 	}
 	victims, err := l.maybeRollLocked(size)
 	var a Appended
 	if err == nil {
-		a, err = l.writeLocked(payloads, publisher, timeMicros)
+		a, err = l.writeLocked(b)
 	}
 	l.mu.Unlock()
 	l.removeSegments(victims)
@@ -59,20 +132,22 @@ func nowMicros(t time.Time) uint64 {
 }
 
 // batchSize checks the limits and returns the encoded size of a batch.
-func batchSize(payloads [][]byte, publisher string) (int64, error) {
-	if len(publisher) > MaxPublisherBytes {
-		return 0, fmt.Errorf("log: append: publisher of %d bytes: %w", len(publisher), ErrTooLarge)
-	}
-	if uint64(len(payloads)) > math.MaxUint32 {
-		return 0, fmt.Errorf("log: append: %d records: %w", len(payloads), ErrTooLarge)
+func batchSize(b *batch) (int64, error) {
+	n := b.len()
+	if uint64(n) > math.MaxUint32 {
+		return 0, fmt.Errorf("log: append: %d records: %w", n, ErrTooLarge)
 	}
 	var total int64
-	for _, p := range payloads {
-		n := recordSize(publisher, p)
-		if n > MaxRecordBytes {
-			return 0, fmt.Errorf("log: append: record of %d bytes: %w", n, ErrTooLarge)
+	for i := range n {
+		m, p := b.record(i, 0)
+		if len(m.publisher) > MaxPublisherBytes {
+			return 0, fmt.Errorf("log: append: publisher of %d bytes: %w", len(m.publisher), ErrTooLarge)
 		}
-		total += int64(n)
+		sz := recordSize(m.publisher, p)
+		if sz > MaxRecordBytes {
+			return 0, fmt.Errorf("log: append: record of %d bytes: %w", sz, ErrTooLarge)
+		}
+		total += int64(sz)
 		if total > MaxBatchBytes {
 			return 0, fmt.Errorf("log: append: batch over %d bytes: %w", MaxBatchBytes, ErrTooLarge)
 		}
@@ -119,21 +194,23 @@ func (l *Log) advanceSyncedLocked(off uint64) {
 // writeLocked encodes and writes a batch to the active segment in one
 // write. On error it cuts the partial bytes away; if that fails the log
 // fails, because the file may now hold a record at an offset not consumed.
-func (l *Log) writeLocked(payloads [][]byte, publisher string, t uint64) (Appended, error) {
+func (l *Log) writeLocked(b *batch) (Appended, error) {
 	act := l.active()
+	n := b.len()
 	buf := l.encBuf[:0]
-	for i, p := range payloads {
-		buf = appendRecord(buf, l.next+uint64(i), t, publisher, p)
+	for i := range n {
+		m, p := b.record(i, l.next+uint64(i))
+		buf = appendRecord(buf, m, p)
 	}
 	if cap(buf) <= 4<<20 {
 		l.encBuf = buf
 	}
-	n, err := act.f.Write(buf)
-	if err == nil && n != len(buf) {
+	w, err := act.f.Write(buf)
+	if err == nil && w != len(buf) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		if n > 0 {
+		if w > 0 {
 			if terr := act.f.Truncate(act.size); terr != nil {
 				return Appended{}, fmt.Errorf("log: append: %w (rollback: %w)", wrapWriteErr(err),
 					l.failLocked(fmt.Errorf("truncate %s after failed write: %w", act.name(), terr)))
@@ -141,11 +218,12 @@ func (l *Log) writeLocked(payloads [][]byte, publisher string, t uint64) (Append
 		}
 		return Appended{}, wrapWriteErr(err)
 	}
-	a := Appended{Base: l.next, Count: uint32(len(payloads)), TimeMicros: t}
+	a := Appended{Base: l.next, Count: uint32(n), TimeMicros: b.time, cuts: l.cuts}
 	pos := act.size
-	for _, p := range payloads {
-		sz := int64(recordSize(publisher, p))
-		act.noteRecord(pos, l.next, t, sz, l.opts.IndexIntervalBytes)
+	for i := range n {
+		m, p := b.record(i, l.next)
+		sz := int64(recordSize(m.publisher, p))
+		act.noteRecord(pos, l.next, m.time, sz, l.opts.IndexIntervalBytes)
 		pos += sz
 		l.next++
 	}
@@ -154,7 +232,7 @@ func (l *Log) writeLocked(payloads [][]byte, publisher string, t uint64) (Append
 		l.durable = l.next
 	}
 	l.stats.Appends++
-	l.stats.Records += uint64(len(payloads))
+	l.stats.Records += uint64(n)
 	return a, nil
 }
 

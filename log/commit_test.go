@@ -130,7 +130,7 @@ func TestFsyncFailureAlways(t *testing.T) {
 	o.Fsync = FsyncAlways
 	fs := newFaultFS()
 	o.FS = fs
-	l := mustOpen(t, o)
+	l := mustOpenFailing(t, o)
 	ok, _ := l.Append([][]byte{[]byte("ok")}, "")
 	if err := l.Wait(t.Context(), ok); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestFsyncFailurePeriodic(t *testing.T) {
 	o.Fsync, o.FsyncInterval = FsyncPeriodic, time.Hour
 	fs := newFaultFS()
 	o.FS = fs
-	l := mustOpen(t, o)
+	l := mustOpenFailing(t, o)
 	a, _ := l.Append([][]byte{[]byte("x")}, "")
 	if err := l.Wait(t.Context(), a); err != nil || l.DurableOffset() != 1 {
 		t.Fatalf("periodic wait: %v durable %d", err, l.DurableOffset())

@@ -4,20 +4,28 @@
 // # Records and files
 //
 // A log is a directory of segment files named by the offset of their first
-// record (20 decimal digits, ".log"). Each record carries its offset, its
-// append time in µs, an optional publisher, the payload, and a CRC32C over
-// all of it. Beside each segment sit a sparse offset index (".index") and a
-// time index (".timeindex"); both are derived data, rebuilt whenever they
-// are missing or disagree with the segment. The byte layout is documented in
+// record (20 decimal digits, ".log"). Each record carries a layout version,
+// a Kind, its offset, the generation it was written in, its append time in
+// µs, an optional publisher, the payload, and a CRC32C over all of it.
+// Records of the old layout (version 0, before kinds existed) are read as
+// KindData at generation 0; new records are always written in version 1.
+// Beside each segment sit a sparse offset index (".index") and a time index
+// (".timeindex"); both are derived data, rebuilt whenever they are missing
+// or disagree with the segment. The byte layout is documented in
 // docs/storage.md.
 //
 // # Usage contract
 //
 //  1. Open recovers the directory. A torn tail of the last segment is cut
-//     and reported; any other damage makes Open return a *CorruptionError
-//     and touch nothing. Inspect reaches the same verdict read-only.
-//  2. Append (or AppendAt) writes a batch and returns once the bytes are
-//     in the OS. Appends are serialized; offsets are contiguous.
+//     and reported; any other damage (a record of an unknown layout
+//     version included) makes Open return a *CorruptionError and touch
+//     nothing. An interrupted TruncateTo is finished. Inspect reaches the
+//     same verdict read-only.
+//  2. Append (or AppendAt, or AppendEntries for other kinds and
+//     generations) writes a batch at the next offsets and returns once the
+//     bytes are in the OS. Appends are serialized; offsets are contiguous.
+//     AppendRecords writes records at the offsets they carry (a follower)
+//     and refuses, writing nothing, a batch not starting at NextOffset.
 //  3. Wait(a) before acknowledging a: under FsyncAlways it returns after
 //     an fsync that covered a (one fsync serves every append written while
 //     the previous one ran); under FsyncPeriodic and FsyncNone it returns
@@ -35,7 +43,12 @@
 //  6. Call ApplyRetention periodically for age retention; the log applies
 //     retention itself after every segment roll. The active segment is never
 //     deleted.
-//  7. Close fsyncs, writes the active segment's indexes and stops the one
+//  7. TruncateTo(off) removes every record at or after off, below the
+//     durable point too (a diverged follower must), and is atomic across a
+//     crash: a marker file is its commit point and Open finishes it. A
+//     failure after the marker fails the log. Wait for removed records
+//     returns ErrTruncated.
+//  8. Close fsyncs, writes the active segment's indexes and stops the one
 //     background goroutine (the flusher). Close every log you open.
 //
 // The package registers no metrics; Stats gives the counters to export.

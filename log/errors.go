@@ -16,7 +16,42 @@ var (
 	ErrClosed = errors.New("log: closed")
 	// ErrTooLarge is returned for a record, publisher or batch over its limit.
 	ErrTooLarge = errors.New("log: too large")
+	// ErrOffsetMismatch is matched by every *OffsetError.
+	ErrOffsetMismatch = errors.New("log: offset mismatch")
+	// ErrTruncated is returned by Wait for an append whose records a
+	// TruncateTo removed before they became durable.
+	ErrTruncated = errors.New("log: records truncated")
 )
+
+// OffsetError refuses an AppendRecords whose records do not start at the
+// log's next offset or are not contiguous. Nothing was written.
+type OffsetError struct {
+	// Index is the position in the batch of the first misplaced record.
+	Index int
+	// Got is that record's offset; Want the offset it needed.
+	Got, Want uint64
+	// Next is the log's next offset when the append was refused.
+	Next uint64
+}
+
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("log: append records: record %d has offset %d, want %d (the log's next offset is %d)",
+		e.Index, e.Got, e.Want, e.Next)
+}
+
+// Is makes every OffsetError match ErrOffsetMismatch.
+func (e *OffsetError) Is(target error) bool { return target == ErrOffsetMismatch }
+
+// RangeError refuses a TruncateTo outside [StartOffset, NextOffset].
+// Nothing was changed.
+type RangeError struct {
+	Requested   uint64
+	Start, Next uint64
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("log: truncate to %d: outside the retained offsets [%d, %d]", e.Requested, e.Start, e.Next)
+}
 
 // CorruptionError reports damage that recovery refuses to repair because it
 // is not a torn tail: a bad record in a sealed segment, or a bad record that
@@ -34,7 +69,8 @@ type CorruptionError struct {
 	HasLastGood bool
 	// Reason names the check that failed: "crc mismatch", "bad length",
 	// "partial record", "offset out of sequence", "bad publisher length",
-	// "segment base out of sequence".
+	// "segment base out of sequence", "unknown record version" (a record
+	// a newer build wrote; never cut as a torn tail).
 	Reason string
 }
 

@@ -41,7 +41,7 @@ func (l *Log) syncOnce() error {
 		l.mu.Unlock()
 		return nil
 	}
-	seg, target := l.active(), l.next
+	seg, target, cuts := l.active(), l.next, l.cuts
 	seg.syncers++ // keeps retention from deleting it under the fsync
 	l.mu.Unlock()
 
@@ -56,8 +56,16 @@ func (l *Log) syncOnce() error {
 	if err != nil && l.closed {
 		return ErrClosed // Close closed the file under us; it fsyncs itself
 	}
+	if err != nil && seg.removed {
+		return nil // a truncation deleted the file under us; its records are gone
+	}
 	if err != nil {
 		return l.failLocked(fmt.Errorf("fsync %s: %w", seg.name(), err))
+	}
+	if low, cut := l.lowestCutSinceLocked(cuts); cut {
+		// Records at and above the cut may have been written again since
+		// the fsync started; it covered only what is below the cut.
+		target = min(target, low)
 	}
 	l.advanceSyncedLocked(target)
 	return nil
@@ -74,11 +82,17 @@ func (l *Log) kick() {
 // Wait blocks until a is durable under the policy: under FsyncAlways until
 // an fsync covered it; under the other policies it returns at once, since
 // Append already handed the bytes to the OS. It fails with ErrFailed when
-// the log failed before a became durable. Cancelling ctx returns ctx.Err()
-// and undoes nothing.
+// the log failed before a became durable, and with ErrTruncated when a
+// TruncateTo removed some of a's records first (or more than maxCutLog
+// truncations ran since a, when the log can no longer tell). Cancelling ctx
+// returns ctx.Err() and undoes nothing.
 func (l *Log) Wait(ctx context.Context, a Appended) error {
 	l.mu.Lock()
 	for {
+		if low, cut := l.lowestCutSinceLocked(a.cuts); cut && a.Count > 0 && low < a.end {
+			l.mu.Unlock()
+			return fmt.Errorf("log: wait for [%d, %d): cut back to %d: %w", a.Base, a.end, low, ErrTruncated)
+		}
 		if l.durable >= a.end {
 			l.mu.Unlock()
 			return nil

@@ -116,8 +116,23 @@ func testOptions(t testing.TB) Options {
 		Fsync: FsyncNone, Logger: quietLogger()}
 }
 
-// mustOpen opens a log that the test's cleanup checks and closes.
+// mustOpen opens a log that the test's cleanup checks and closes: its
+// invariants hold, Close succeeds, and the directory then opens cleanly
+// with consistent index files.
 func mustOpen(t testing.TB, o Options) *Log {
+	t.Helper()
+	return openChecked(t, o, false)
+}
+
+// mustOpenFailing is mustOpen for a test that fails the log on purpose:
+// the cleanup requires Close to report that failure (ErrFailed) and the
+// directory, which may hold unsynced records, to be one Open accepts.
+func mustOpenFailing(t testing.TB, o Options) *Log {
+	t.Helper()
+	return openChecked(t, o, true)
+}
+
+func openChecked(t testing.TB, o Options, wantFailed bool) *Log {
 	t.Helper()
 	l, rep, err := Open(o)
 	if err != nil {
@@ -127,15 +142,24 @@ func mustOpen(t testing.TB, o Options) *Log {
 		if err := l.check(); err != nil {
 			t.Errorf("invariants: %v", err)
 		}
-		if err := l.Close(); err != nil {
-			return // a test that failed the log on purpose
+		err := l.Close()
+		switch {
+		case wantFailed && !errors.Is(err, ErrFailed):
+			t.Errorf("Close of a log failed on purpose: %v, want an error wrapping ErrFailed", err)
+		case !wantFailed && err != nil:
+			t.Errorf("Close: %v", err)
 		}
-		rep, err := Inspect(o.Dir)
-		if err != nil || rep.Verdict != VerdictOpen {
+		fsys := o.FS
+		if fsys == nil {
+			fsys = OSFS()
+		}
+		rep, err := inspectFS(fsys, o.Dir)
+		if err != nil || rep.Verdict == VerdictRefuse || (!wantFailed && rep.Verdict != VerdictOpen) {
 			t.Errorf("after close: %v %+v", err, rep)
+			return
 		}
 		for _, s := range rep.Segments {
-			if !s.IndexOK || !s.TimeIndexOK {
+			if !wantFailed && (!s.IndexOK || !s.TimeIndexOK) {
 				t.Errorf("after close: index of %s not consistent", s.File)
 			}
 		}

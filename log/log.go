@@ -1,7 +1,9 @@
 package log
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +31,14 @@ type Log struct {
 	failErr               error
 	closed                bool
 	retention             Retention
-	syncedC               chan struct{} // closed and replaced when synced/durable advance or the log fails
-	encBuf                []byte
-	stats                 Stats
+	syncedC               chan struct{} // closed and replaced when synced/durable advance, a truncation, or the log fails
+	// cuts counts the truncations that removed records; cutLog holds the
+	// offsets the last min(cuts, maxCutLog) of them cut back to, oldest
+	// first, so Wait can tell whether an append's records survived.
+	cuts   uint64
+	cutLog []uint64
+	encBuf []byte
+	stats  Stats
 }
 
 // Stats are a log's counters, for the owner to export as metrics.
@@ -97,6 +104,11 @@ func (l *Log) adopt(rec *recovery) error {
 		}
 		l.stats.TruncatedAtOpen = true
 	}
+	if rec.report.Pending != nil {
+		if err := l.finishCut(rec); err != nil {
+			return err
+		}
+	}
 	for _, sc := range rec.scans {
 		l.segs = append(l.segs, sc.seg)
 		if sc.idxOK && sc.timeIdxOK && sc.damage == nil {
@@ -126,6 +138,46 @@ func (l *Log) adopt(rec *recovery) error {
 	}
 	l.next, l.synced, l.durable = act.next, act.next, act.next
 	l.removeOrphanIndexes()
+	if rec.badMarker {
+		// Torn while being written: the truncation it was for never began.
+		if err := removeMarker(l.fs, l.opts.Dir); err != nil {
+			return fmt.Errorf("log: open: remove torn truncation marker: %w", err)
+		}
+	}
+	return nil
+}
+
+// finishCut completes a truncation a crash interrupted: the last kept
+// segment is cut after its last record below the marker's offset and
+// fsynced, the dropped segments are deleted newest first, and the marker
+// goes last. Every step can be repeated, so a crash in here too leaves a
+// marker the next Open finishes from.
+func (l *Log) finishCut(rec *recovery) error {
+	next := uint64(0)
+	if n := len(rec.scans); n > 0 {
+		sc := rec.scans[n-1]
+		if err := l.truncateTail(sc, &Truncation{Segment: sc.seg.name(), Position: sc.seg.size}); err != nil {
+			return err
+		}
+		next = sc.seg.next
+	}
+	for i := len(rec.dropped) - 1; i >= 0; i-- {
+		p := rec.dropped[i]
+		stem := strings.TrimSuffix(p, logSuffix)
+		for _, f := range []string{p, stem + indexSuffix, stem + timeIndexSuffix} {
+			if err := l.fs.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("log: open: finish truncation: %w", err)
+			}
+		}
+	}
+	if err := l.fs.SyncDir(l.opts.Dir); err != nil {
+		return fmt.Errorf("log: open: finish truncation: sync dir: %w", err)
+	}
+	if err := removeMarker(l.fs, l.opts.Dir); err != nil {
+		return fmt.Errorf("log: open: finish truncation: %w", err)
+	}
+	l.opts.Logger.Warn("log: interrupted truncation finished", "dir", l.opts.Dir, "next", next,
+		"dropped", rec.report.Pending.Dropped)
 	return nil
 }
 

@@ -47,10 +47,14 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || next != 4 || len(recs) != 4 {
 		t.Fatalf("read: %d recs next %d err %v", len(recs), next, err)
 	}
-	want := []Record{{0, 42, "alice", []byte("a")}, {1, 42, "alice", []byte{}}, {2, 42, "alice", []byte("ccc")}, {3, 43, "", []byte("d")}}
+	want := []Record{{Offset: 0, TimeMicros: 42, Publisher: "alice", Payload: []byte("a")},
+		{Offset: 1, TimeMicros: 42, Publisher: "alice", Payload: []byte{}},
+		{Offset: 2, TimeMicros: 42, Publisher: "alice", Payload: []byte("ccc")},
+		{Offset: 3, TimeMicros: 43, Payload: []byte("d")}}
 	for i, r := range recs {
 		w := want[i]
-		if r.Offset != w.Offset || r.TimeMicros != w.TimeMicros || r.Publisher != w.Publisher || !bytes.Equal(r.Payload, w.Payload) {
+		if r.Offset != w.Offset || r.TimeMicros != w.TimeMicros || r.Publisher != w.Publisher || !bytes.Equal(r.Payload, w.Payload) ||
+			r.Kind != KindData || r.Generation != 0 || r.Version != RecordVersion {
 			t.Errorf("record %d = %+v, want %+v", i, r, w)
 		}
 	}

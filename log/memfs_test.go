@@ -29,6 +29,17 @@ func (m *memFS) put(name string, b []byte) {
 	m.files[filepath.Clean(name)] = &memData{b: append([]byte(nil), b...)}
 }
 
+// clone returns a copy of every file, as a crash would leave them.
+func (m *memFS) clone() *memFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := newMemFS()
+	for n, d := range m.files {
+		c.files[n] = &memData{b: append([]byte(nil), d.b...)}
+	}
+	return c
+}
+
 // digest returns every file's bytes, for comparisons.
 func (m *memFS) digest() string {
 	m.mu.Lock()

@@ -3,6 +3,7 @@ package log
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -137,7 +138,7 @@ func TestRollbackFailureFailsLog(t *testing.T) {
 	o := testOptions(t)
 	fs := newFaultFS()
 	o.FS = fs
-	l := mustOpen(t, o)
+	l := mustOpenFailing(t, o)
 	appendN(t, l, 3, 100)
 	fs.mu.Lock()
 	fs.budget, fs.truncErr = 50, syscall.EIO
@@ -158,7 +159,7 @@ func TestRollbackFailureFailsLog(t *testing.T) {
 func runInSmallFS(t *testing.T) {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("no unshare; set FELIX_TEST_SMALLFS_DIR to a directory on a small file system")
+		loudSkip(t, "no unshare binary (%v); set FELIX_TEST_SMALLFS_DIR to a directory on a small file system", err)
 	}
 	dir := t.TempDir()
 	script := `mount -t tmpfs -o size=1m felix-test "$1" || exit 77; shift; exec "$@"`
@@ -168,11 +169,33 @@ func runInSmallFS(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	switch {
 	case err != nil && !bytes.Contains(out, []byte("=== RUN")):
-		t.Skipf("cannot mount a tmpfs in a user namespace: %v\n%s", err, out)
+		loudSkip(t, "this machine cannot mount a tmpfs in a user namespace (unshare -Urm: %v; %s); set FELIX_TEST_SMALLFS_DIR to a directory on a small file system",
+			err, bytes.TrimSpace(out))
 	case err != nil:
 		t.Fatalf("in the small file system: %v\n%s", err, out)
 	case !bytes.Contains(out, []byte("--- PASS: TestNoSpaceRealFS")):
 		t.Fatalf("the test did not run in the small file system:\n%s", out)
 	}
 	t.Logf("%s", out)
+}
+
+// loudSkip skips a test where running it is truly impossible, and says so
+// on stderr, so that a skipped full-disk test does not pass for one that
+// ran. A t.Log line shows only with -v, and so does the test binary's own
+// stderr when go test runs several packages (./...): the go command keeps
+// a passing package's output to itself. So the line also goes to the go
+// command's stderr, the test binary's parent, where Linux lets us reach it
+// (without -v; in a run of one package without -v it then shows twice).
+func loudSkip(t *testing.T, because string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(because, args...)
+	line := fmt.Sprintf("SKIPPED: %s did not run because %s\n", t.Name(), msg)
+	fmt.Fprint(os.Stderr, line)
+	if !testing.Verbose() {
+		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			fmt.Fprint(f, line)
+			f.Close()
+		}
+	}
+	t.Skip(msg)
 }

@@ -24,42 +24,92 @@ const readChunk = 64 << 10
 
 // snapshot copies what readers need under the lock.
 func (l *Log) snapshot() ([]segView, uint64, uint64, error) {
+	views, start, next, _, err := l.snapshotCuts()
+	return views, start, next, err
+}
+
+// snapshotCuts is snapshot that also returns the truncation count.
+func (l *Log) snapshotCuts() ([]segView, uint64, uint64, uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, 0, 0, ErrClosed
+		return nil, 0, 0, 0, ErrClosed
 	}
 	views := make([]segView, len(l.segs))
 	for i, s := range l.segs {
 		views[i] = segView{seg: s, f: s.f, base: s.base, next: s.next, size: s.size, records: s.records,
 			maxTime: s.maxTime, offIdx: s.offIdx[:len(s.offIdx):len(s.offIdx)], timeIdx: s.timeIdx[:len(s.timeIdx):len(s.timeIdx)]}
 	}
-	return views, l.startLocked(), l.next, nil
+	return views, l.startLocked(), l.next, l.cuts, nil
 }
 
 // Read returns the records with offsets in [from, min(end, NextOffset)),
 // at most maxRecords of them and, past the first, no more than maxBytes of
 // payload in total (a limit ≤ 0 means none). next is where to continue.
 // from below StartOffset or above NextOffset gives a *CursorError. Every
-// record's CRC is verified.
+// record's CRC is verified. A Read that overlaps a TruncateTo returns only
+// records below the cut (the same before and after it), ending early if it
+// must, or, when that leaves none, runs again on the truncated log.
 func (l *Log) Read(from, end uint64, maxRecords int, maxBytes int) (recs []Record, next uint64, err error) {
-	views, start, last, err := l.snapshot()
+	recs, next, retry, err := l.readOnce(from, end, maxRecords, maxBytes)
+	if retry {
+		recs, next, _, err = l.readOnce(from, end, maxRecords, maxBytes)
+	}
+	return recs, next, err
+}
+
+// readOnce is one attempt of Read; retry is set when it got nothing
+// because a truncation changed the files under it.
+func (l *Log) readOnce(from, end uint64, maxRecords int, maxBytes int) ([]Record, uint64, bool, error) {
+	views, start, last, cuts, err := l.snapshotCuts()
 	if err != nil {
-		return nil, from, err
+		return nil, from, false, err
 	}
 	if from < start {
-		return nil, from, &CursorError{TooOld: true, Requested: from, Available: start}
+		return nil, from, false, &CursorError{TooOld: true, Requested: from, Available: start}
 	}
 	if from > last {
-		return nil, from, &CursorError{Requested: from, Available: last}
+		return nil, from, false, &CursorError{Requested: from, Available: last}
 	}
 	rd := &rangeReader{cur: from, end: min(end, last), maxRecords: maxRecords, maxBytes: maxBytes}
 	for i := locate(views, from); i < len(views) && !rd.full(); i++ {
 		if pos, err := rd.readSegment(&views[i]); err != nil {
-			return l.readFailed(rd, views[i].seg, pos, err)
+			if recs, cut := l.keptSince(rd.recs, cuts); cut {
+				return recs, nextAfter(recs, from), len(recs) == 0, nil
+			}
+			recs, next, err := l.readFailed(rd, views[i].seg, pos, err)
+			return recs, next, false, err
 		}
 	}
-	return rd.recs, rd.cur, nil
+	if recs, cut := l.keptSince(rd.recs, cuts); cut {
+		return recs, nextAfter(recs, from), len(recs) == 0, nil
+	}
+	return rd.recs, rd.cur, false, nil
+}
+
+// keptSince drops the records at and above the lowest offset a truncation
+// since the snapshot (taken at cuts) cut back to: the files under them may
+// since hold other records at those offsets. cut says whether one ran.
+func (l *Log) keptSince(recs []Record, cuts uint64) ([]Record, bool) {
+	l.mu.Lock()
+	low, cut := l.lowestCutSinceLocked(cuts)
+	l.mu.Unlock()
+	if !cut {
+		return recs, false
+	}
+	k := 0
+	for k < len(recs) && recs[k].Offset < low {
+		k++
+	}
+	return recs[:k], true
+}
+
+// nextAfter is where a read that returned recs, starting at from, goes on.
+func nextAfter(recs []Record, from uint64) uint64 {
+	if len(recs) == 0 {
+		return from
+	}
+	return recs[len(recs)-1].Offset + 1
 }
 
 // locate returns the index of the view holding off (the last with base ≤ off).
@@ -151,13 +201,13 @@ func (l *Log) readFailed(rd *rangeReader, seg *segment, pos int64, err error) ([
 // monotone; the search uses their running maximum.
 func (l *Log) OffsetForTime(t uint64) (offset uint64, ok bool, err error) {
 	for attempt := 0; ; attempt++ {
-		views, _, _, err := l.snapshot()
+		views, _, _, cuts, err := l.snapshotCuts()
 		if err != nil {
 			return 0, false, err
 		}
 		off, ok, seg, err := searchTime(views, t)
-		if err != nil && attempt == 0 && l.segmentGone(seg) {
-			continue // deleted by retention under us: look again
+		if err != nil && attempt == 0 && (l.segmentGone(seg) || l.cutSince(cuts)) {
+			continue // deleted by retention or cut by a truncation under us: look again
 		}
 		if err != nil {
 			return 0, false, fmt.Errorf("log: offset for time: %w", err)
@@ -205,4 +255,11 @@ func (v *segView) searchTime(t uint64) (uint64, bool, error) {
 		pos += int64(n)
 	}
 	return 0, false, nil
+}
+
+// cutSince reports whether a truncation ran since the log counted cuts.
+func (l *Log) cutSince(cuts uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cuts != cuts
 }

@@ -7,20 +7,42 @@ import (
 	"io"
 )
 
-// Record framing (big-endian):
+// Record framing. Every record starts with the same 8-byte frame
+// (big-endian), and the first byte of its body is the layout version:
 //
-//	len      u32  bytes after the crc field (offset .. payload)
+//	len      u32  bytes after the crc field (the body)
 //	crc      u32  CRC32C over those len bytes
-//	offset   u64
-//	time     u64  append time, µs since the Unix epoch
+//
+// Version 1, the layout written today:
+//
+//	version     u8   1
+//	kind        u8   a Kind
+//	offset      u64
+//	generation  u64  the leadership generation the record was written in
+//	time        u64  append time, µs since the Unix epoch
+//	pub_len     u16
+//	pub         pub_len bytes
+//	payload     the rest
+//
+// Version 0, written before records had a version (read, never written):
+//
+//	offset   u64  its first byte is the version byte, 0: no log reaches 2^56 offsets
+//	time     u64
 //	pub_len  u16
 //	pub      pub_len bytes
 //	payload  the rest
+//
+// A version-0 record reads back with KindData and generation 0.
 const (
-	frameBytes   = 8  // len + crc
-	bodyHeader   = 18 // offset + time + pub_len
-	recordHeader = frameBytes + bodyHeader
-	maxBodyBytes = MaxRecordBytes - frameBytes
+	frameBytes     = 8  // len + crc
+	bodyHeaderV0   = 18 // offset + time + pub_len
+	bodyHeaderV1   = 28 // version + kind + offset + generation + time + pub_len
+	recordHeader   = frameBytes + bodyHeaderV1
+	minRecordBytes = frameBytes + bodyHeaderV0 // the smallest record of any version
+	maxBodyBytes   = MaxRecordBytes - frameBytes
+
+	// RecordVersion is the layout version Append writes.
+	RecordVersion = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -31,23 +53,41 @@ type Record struct {
 	TimeMicros uint64
 	Publisher  string
 	Payload    []byte
+	// Kind says what the record means to its owner; KindData for every
+	// record read from the old layout.
+	Kind Kind
+	// Generation is the leadership generation the record was written in;
+	// 0 for records read from the old layout and for unreplicated logs.
+	Generation uint64
+	// Version is the layout the record was read in: 0 (old) or 1. Appends
+	// always write RecordVersion.
+	Version uint8
 }
 
-// recordSize is the encoded size of a record.
+// recordMeta is everything a record carries but its payload.
+type recordMeta struct {
+	offset, generation, time uint64
+	kind                     Kind
+	publisher                string
+}
+
+// recordSize is the encoded size of a record written today.
 func recordSize(publisher string, payload []byte) int {
 	return recordHeader + len(publisher) + len(payload)
 }
 
-// appendRecord encodes one record onto buf.
-func appendRecord(buf []byte, off, timeMicros uint64, publisher string, payload []byte) []byte {
+// appendRecord encodes one record in the current layout onto buf.
+func appendRecord(buf []byte, m recordMeta, payload []byte) []byte {
 	start := len(buf)
-	body := bodyHeader + len(publisher) + len(payload)
+	body := bodyHeaderV1 + len(m.publisher) + len(payload)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(body))
 	buf = append(buf, 0, 0, 0, 0) // crc, filled below
-	buf = binary.BigEndian.AppendUint64(buf, off)
-	buf = binary.BigEndian.AppendUint64(buf, timeMicros)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(publisher)))
-	buf = append(buf, publisher...)
+	buf = append(buf, RecordVersion, byte(m.kind))
+	buf = binary.BigEndian.AppendUint64(buf, m.offset)
+	buf = binary.BigEndian.AppendUint64(buf, m.generation)
+	buf = binary.BigEndian.AppendUint64(buf, m.time)
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len(m.publisher)))
+	buf = append(buf, m.publisher...)
 	buf = append(buf, payload...)
 	crc := crc32.Checksum(buf[start+frameBytes:], castagnoli)
 	binary.BigEndian.PutUint32(buf[start+4:], crc)
@@ -55,10 +95,13 @@ func appendRecord(buf []byte, off, timeMicros uint64, publisher string, payload 
 }
 
 // recordError says why bytes are not a valid record. partial means the
-// bytes simply ran out, which at the end of a file is a torn write.
+// bytes simply ran out, which at the end of a file is a torn write. newer
+// means a complete record (its CRC holds) in a layout this build does not
+// know: never a torn write, always refused.
 type recordError struct {
 	reason  string
 	partial bool
+	newer   bool
 }
 
 func (e *recordError) Error() string { return "log: record: " + e.reason }
@@ -68,30 +111,35 @@ var (
 	errBadLength = &recordError{reason: "bad length"}
 	errCRC       = &recordError{reason: "crc mismatch"}
 	errPubLength = &recordError{reason: "bad publisher length"}
+	errVersion   = &recordError{reason: "unknown record version", newer: true}
 )
 
 // recordView is a decoded record whose byte slices alias the input.
 type recordView struct {
-	offset    uint64
-	time      uint64
-	publisher []byte
-	payload   []byte
+	version    uint8
+	kind       Kind
+	offset     uint64
+	generation uint64
+	time       uint64
+	publisher  []byte
+	payload    []byte
 }
 
-// bodyLen reads and checks the len field of a frame header.
+// bodyLen reads and checks the len field of a frame header against the
+// bounds of every version; decodeRecord checks the version's own minimum.
 func bodyLen(hdr []byte) (int, error) {
 	if len(hdr) < frameBytes {
 		return 0, errPartial
 	}
 	n := binary.BigEndian.Uint32(hdr)
-	if n < bodyHeader || n > maxBodyBytes {
+	if n < bodyHeaderV0 || n > maxBodyBytes {
 		return 0, errBadLength
 	}
 	return int(n), nil
 }
 
-// decodeRecord decodes the record at the start of b and returns it with its
-// encoded size. It never allocates.
+// decodeRecord decodes the record at the start of b, in either layout, and
+// returns it with its encoded size. It never allocates.
 func decodeRecord(b []byte) (recordView, int, error) {
 	n, err := bodyLen(b)
 	if err != nil {
@@ -104,16 +152,28 @@ func decodeRecord(b []byte) (recordView, int, error) {
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[4:]) {
 		return recordView{}, 0, errCRC
 	}
-	pubLen := int(binary.BigEndian.Uint16(body[16:]))
-	if pubLen > n-bodyHeader {
+	var v recordView
+	var hdr int
+	switch body[0] {
+	case 0:
+		v = recordView{offset: binary.BigEndian.Uint64(body), time: binary.BigEndian.Uint64(body[8:])}
+		hdr = bodyHeaderV0
+	case 1:
+		if n < bodyHeaderV1 {
+			return recordView{}, 0, errBadLength
+		}
+		v = recordView{version: 1, kind: Kind(body[1]), offset: binary.BigEndian.Uint64(body[2:]),
+			generation: binary.BigEndian.Uint64(body[10:]), time: binary.BigEndian.Uint64(body[18:])}
+		hdr = bodyHeaderV1
+	default:
+		return recordView{}, 0, errVersion
+	}
+	pubLen := int(binary.BigEndian.Uint16(body[hdr-2:]))
+	if pubLen > n-hdr {
 		return recordView{}, 0, errPubLength
 	}
-	v := recordView{
-		offset:    binary.BigEndian.Uint64(body),
-		time:      binary.BigEndian.Uint64(body[8:]),
-		publisher: body[bodyHeader : bodyHeader+pubLen : bodyHeader+pubLen],
-		payload:   body[bodyHeader+pubLen:],
-	}
+	v.publisher = body[hdr : hdr+pubLen : hdr+pubLen]
+	v.payload = body[hdr+pubLen:]
 	return v, frameBytes + n, nil
 }
 
@@ -121,7 +181,8 @@ func decodeRecord(b []byte) (recordView, int, error) {
 func (v recordView) toRecord() Record {
 	p := make([]byte, len(v.payload))
 	copy(p, v.payload)
-	return Record{Offset: v.offset, TimeMicros: v.time, Publisher: string(v.publisher), Payload: p}
+	return Record{Offset: v.offset, TimeMicros: v.time, Publisher: string(v.publisher), Payload: p,
+		Kind: v.kind, Generation: v.generation, Version: v.version}
 }
 
 // recordReader reads consecutive records from a file through a window

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -47,6 +48,19 @@ type Report struct {
 	// RebuiltIndexes names the index files Open rewrote because they were
 	// missing or inconsistent. Inspect leaves it empty.
 	RebuiltIndexes []string
+	// Pending is set when a crash interrupted a TruncateTo; Open finishes
+	// it (NextOffset already leaves the cut records out) and Inspect says
+	// it would.
+	Pending *PendingTruncation
+}
+
+// PendingTruncation is a TruncateTo that a crash interrupted.
+type PendingTruncation struct {
+	// To is the offset the log is cut back to.
+	To uint64
+	// Dropped names the segment files that lie wholly past To, which
+	// finishing the truncation deletes (not scanned).
+	Dropped []string
 }
 
 // SegmentReport describes one segment file. Segments after a refused one
@@ -64,6 +78,12 @@ type SegmentReport struct {
 	// FirstTime and LastTime are the first record's time and the largest
 	// record time, µs; 0 when the segment is empty.
 	FirstTime, LastTime uint64
+	// Versions and Kinds count the verified records per layout version and
+	// per kind. FirstGeneration and LastGeneration are the generations of
+	// the first and the last verified record.
+	Versions                        map[uint8]uint64
+	Kinds                           map[Kind]uint64
+	FirstGeneration, LastGeneration uint64
 }
 
 // Truncation describes a torn tail.
@@ -81,12 +101,30 @@ type segScan struct {
 	damage    *recordError // first bad record, nil if none
 	idxOK     bool
 	timeIdxOK bool
+	versions  map[uint8]uint64
+	kinds     map[Kind]uint64
+	firstGen  uint64
+	lastGen   uint64
+}
+
+// tally counts a verified record for the report.
+func (sc *segScan) tally(v recordView) {
+	if sc.seg.records == 0 {
+		sc.firstGen = v.generation
+	}
+	sc.lastGen = v.generation
+	sc.versions[v.version]++
+	sc.kinds[v.kind]++
 }
 
 // recovery is the result of scanning a whole directory.
 type recovery struct {
 	report *Report
 	scans  []*segScan
+	// dropped are the paths of segments a pending truncation deletes;
+	// badMarker is set when a marker file exists that does not verify.
+	dropped   []string
+	badMarker bool
 }
 
 // closeAll closes every scanned file.
@@ -120,6 +158,13 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 	}
 	rec := &recovery{report: &Report{Dir: dir}}
 	rep := rec.report
+	stopAt := uint64(math.MaxUint64)
+	if off, valid, present := readMarker(fsys, dir); valid {
+		stopAt = off
+		bases = rec.pendingCut(dir, bases, off)
+	} else {
+		rec.badMarker = present
+	}
 	var verified bool // some record verified before the current position
 	for i, base := range bases {
 		last := i == len(bases)-1
@@ -130,7 +175,7 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 				break
 			}
 		}
-		sc, err := scanSegment(fsys, path, base, interval)
+		sc, err := scanSegment(fsys, path, base, interval, stopAt)
 		if err != nil {
 			rec.closeAll()
 			return nil, err
@@ -142,7 +187,9 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 			continue
 		}
 		pos := sc.seg.size
-		torn := last && !validRecordAfter(sc.seg.f, pos, sc.fileSize, sc.seg.next)
+		// A record in a layout this build does not know is complete (its CRC
+		// holds): a newer binary wrote it, and cutting it would lose data.
+		torn := last && !sc.damage.newer && !validRecordAfter(sc.seg.f, pos, sc.fileSize, sc.seg.next)
 		if !torn {
 			rep.Corrupt = &CorruptionError{Segment: sc.seg.name(), Position: pos, LastGoodOffset: sc.seg.next - 1, HasLastGood: verified, Reason: sc.damage.reason}
 			break
@@ -161,10 +208,28 @@ func recoverDir(fsys FS, dir string, interval int) (*recovery, error) {
 	return rec, nil
 }
 
+// pendingCut notes a marker's truncation to off and returns the bases of
+// the segments that keep records: those starting below off, and the first
+// one always (a cut to its base empties it).
+func (rec *recovery) pendingCut(dir string, bases []uint64, off uint64) []uint64 {
+	keep := 0
+	for keep < len(bases) && (keep == 0 || bases[keep] < off) {
+		keep++
+	}
+	p := &PendingTruncation{To: off}
+	for _, b := range bases[keep:] {
+		p.Dropped = append(p.Dropped, segmentName(b))
+		rec.dropped = append(rec.dropped, filepath.Join(dir, segmentName(b)))
+	}
+	rec.report.Pending = p
+	return bases[:keep]
+}
+
 func (sc *segScan) report() SegmentReport {
 	s := sc.seg
 	r := SegmentReport{File: s.name(), BaseOffset: s.base, Records: s.records, Bytes: sc.fileSize,
-		RecordsOK: sc.damage == nil, IndexOK: sc.idxOK, TimeIndexOK: sc.timeIdxOK}
+		RecordsOK: sc.damage == nil, IndexOK: sc.idxOK, TimeIndexOK: sc.timeIdxOK,
+		Versions: sc.versions, Kinds: sc.kinds, FirstGeneration: sc.firstGen, LastGeneration: sc.lastGen}
 	if s.records > 0 {
 		r.FirstTime, r.LastTime = s.firstTime, s.maxTime
 	}
@@ -201,8 +266,10 @@ func (c *indexChecker) done() (bool, bool) {
 }
 
 // scanSegment opens a segment read-only, verifies every record up to the
-// first damage, rebuilds its in-memory indexes and checks its index files.
-func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, error) {
+// first damage or the record at stopAt (a pending truncation's cut, whose
+// records are not looked at), rebuilds its in-memory indexes and checks its
+// index files.
+func scanSegment(fsys FS, path string, base uint64, interval int, stopAt uint64) (*segScan, error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -212,10 +279,11 @@ func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, err
 		f.Close()
 		return nil, err
 	}
-	sc := &segScan{seg: &segment{base: base, path: path, f: f, next: base}, fileSize: fi.Size()}
+	sc := &segScan{seg: &segment{base: base, path: path, f: f, next: base}, fileSize: fi.Size(),
+		versions: map[uint8]uint64{}, kinds: map[Kind]uint64{}}
 	chk := loadIndexChecker(fsys, sc.seg, sc.fileSize)
 	r := newRecordReader(f, sc.fileSize, 1<<20)
-	for pos := int64(0); pos < sc.fileSize; {
+	for pos := int64(0); pos < sc.fileSize && sc.seg.next < stopAt; {
 		v, n, err := r.at(pos)
 		var rerr *recordError
 		if errors.As(err, &rerr) {
@@ -229,6 +297,7 @@ func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, err
 			sc.damage = &recordError{reason: "offset out of sequence"}
 			break
 		}
+		sc.tally(v)
 		sc.seg.noteRecord(pos, v.offset, v.time, int64(n), interval)
 		chk.record(pos, uint32(v.offset-base), sc.seg.maxTime)
 		pos += int64(n)
@@ -240,7 +309,7 @@ func scanSegment(fsys FS, path string, base uint64, interval int) (*segScan, err
 // loadIndexChecker reads the segment's index files; a missing, oversized or
 // malformed file starts out inconsistent.
 func loadIndexChecker(fsys FS, s *segment, fileSize int64) *indexChecker {
-	maxEntries := fileSize/recordHeader + 1
+	maxEntries := fileSize/minRecordBytes + 1
 	c := &indexChecker{}
 	if b, ok := readWholeFile(fsys, s.indexPath(), maxEntries*offsetEntryBytes); ok {
 		c.off, c.offOK = parseOffsetIndex(b)
@@ -255,13 +324,13 @@ func loadIndexChecker(fsys FS, s *segment, fileSize int64) *indexChecker {
 // offset and a good CRC starts anywhere in (from, size). If one does, the
 // damage at from is not a torn tail: good data follows it.
 func validRecordAfter(f File, from, size int64, expected uint64) bool {
-	hi := expected + uint64(size-from)/recordHeader + 1
+	hi := expected + uint64(size-from)/minRecordBytes + 1
 	const window = 1 << 20
 	buf := make([]byte, window+recordHeader)
-	for start := from + 1; start+recordHeader <= size; start += window {
+	for start := from + 1; start+minRecordBytes <= size; start += window {
 		n, _ := f.ReadAt(buf[:min(int64(len(buf)), size-start)], start)
-		for k := 0; k+recordHeader <= n && k < window; k++ {
-			if plausibleHeader(buf[k:], start+int64(k), size, expected, hi) && verifyAt(f, start+int64(k)) {
+		for k := 0; k+minRecordBytes <= n && k < window; k++ {
+			if plausibleHeader(buf[k:n], start+int64(k), size, expected, hi) && verifyAt(f, start+int64(k)) {
 				return true
 			}
 		}
@@ -269,17 +338,30 @@ func validRecordAfter(f File, from, size int64, expected uint64) bool {
 	return false
 }
 
-// plausibleHeader is a cheap filter before a CRC check.
+// plausibleHeader is a cheap filter before a CRC check. A header in a
+// layout this build does not know passes on its length alone.
 func plausibleHeader(b []byte, pos, size int64, lo, hi uint64) bool {
 	n := int64(binary.BigEndian.Uint32(b))
-	if n < bodyHeader || n > maxBodyBytes || pos+frameBytes+n > size {
+	if n < bodyHeaderV0 || n > maxBodyBytes || pos+frameBytes+n > size {
 		return false
 	}
-	off := binary.BigEndian.Uint64(b[frameBytes:])
+	var off uint64
+	switch b[frameBytes] {
+	case 0:
+		off = binary.BigEndian.Uint64(b[frameBytes:])
+	case RecordVersion:
+		if len(b) < frameBytes+10 {
+			return true // the CRC check decides
+		}
+		off = binary.BigEndian.Uint64(b[frameBytes+2:])
+	default:
+		return true
+	}
 	return off >= lo && off <= hi
 }
 
-// verifyAt reads and checks the record at pos.
+// verifyAt reads and checks the record at pos. A record in an unknown
+// layout whose CRC holds counts: it is data, not a torn write.
 func verifyAt(f File, pos int64) bool {
 	var hdr [frameBytes]byte
 	if n, _ := f.ReadAt(hdr[:], pos); n < frameBytes {
@@ -294,5 +376,5 @@ func verifyAt(f File, pos int64) bool {
 		return false
 	}
 	_, _, err = decodeRecord(b)
-	return err == nil
+	return err == nil || errors.Is(err, errVersion)
 }

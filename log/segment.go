@@ -56,6 +56,8 @@ type segment struct {
 	// syncers counts fsyncs running on f without the lock; retention does
 	// not delete a segment while it is non-zero.
 	syncers int
+	// removed is set when a truncation deleted the segment (and closed f).
+	removed bool
 }
 
 // segmentName is the file name of a segment with the given base.

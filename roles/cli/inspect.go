@@ -30,14 +30,18 @@ func inspectSegmentsCommand() *cli.Command {
 	return leaf(&cli.Command{
 		Name:      "segments",
 		Usage:     "check every durable stream shard's segment log and say whether a broker would open it",
-		UsageText: "felix inspect segments [--data-dir DIR] [--storage-dir DIR] [--dir SHARD_DIR] [-o json]",
+		UsageText: "felix inspect segments [--data-dir DIR] [--storage-dir DIR] [--dir SHARD_DIR] [--records [--max-records N]] [-o json]",
 		Description: "Runs the broker's log recovery read-only over every shard log under\n" +
 			"STORAGE/streams/TENANT/NAMESPACE/STREAM/SHARD (STORAGE is --storage-dir, by default\n" +
 			"DATA_DIR/log), or over the one shard directory --dir names, and prints each segment file\n" +
 			"(base offset, records that verified, bytes, whether the records, the offset index and the\n" +
-			"time index are sound) and the verdict: open, truncate torn tail (a partial last record that\n" +
+			"time index are sound, the records per layout version and per kind, and the first and last\n" +
+			"record's generation) and the verdict: open, truncate torn tail (a partial last record that\n" +
 			"opening would cut), or refuse (damage before the tail, which needs an operator). Index\n" +
-			"files that are not ok are rebuilt on open. Nothing is written.\n" +
+			"files that are not ok are rebuilt on open; a truncation a crash interrupted is finished on\n" +
+			"open and shown as pending. With --records it also lists every record opening would keep:\n" +
+			"offset, kind, layout version, generation, time, publisher and payload size (at most\n" +
+			"--max-records per shard). Nothing is written.\n" +
 			"Exit status: 0 when every shard would open (with or without cutting a torn tail), 2 when\n" +
 			"any would be refused, 1 when the files cannot be read. Examples:\n\n" +
 			"   felix inspect segments --data-dir ./felix-data\n" +
@@ -48,11 +52,18 @@ func inspectSegmentsCommand() *cli.Command {
 			&cli.StringFlag{Name: "storage-dir", EnvVars: []string{"FELIX_DURABLE_STORAGE_DIR"},
 				Usage: "durable storage `DIR`", DefaultText: "DATA_DIR/log"},
 			&cli.StringFlag{Name: "dir", Usage: "inspect only this one shard log `DIR`"},
+			&cli.BoolFlag{Name: "records", Usage: "also list each record's offset, kind, version and generation"},
+			&cli.IntFlag{Name: "max-records", Value: defaultMaxRecords,
+				Usage: "with --records, list at most `N` records per shard log (0: all)"},
 			OutputFlag(),
 		},
 		Action: runInspectSegments,
 	})
 }
+
+// defaultMaxRecords bounds --records per shard log unless --max-records
+// says otherwise.
+const defaultMaxRecords = 1000
 
 // shardLog is one shard log directory and what Inspect found in it.
 type shardLog struct {
@@ -61,7 +72,14 @@ type shardLog struct {
 	Shard                     string
 	Report                    *flog.Report
 	Err                       error // Inspect failed (nil Report)
+	// Records are the records listed with --records; MoreRecords says the
+	// listing stopped at --max-records.
+	Records     []flog.RecordInfo
+	MoreRecords bool
 }
+
+// errEnoughRecords stops a record scan at --max-records.
+var errEnoughRecords = errors.New("enough records")
 
 func runInspectSegments(c *cli.Context) error {
 	if err := needArgs(c, 0, 0); err != nil {
@@ -75,7 +93,14 @@ func runInspectSegments(c *cli.Context) error {
 	if err != nil {
 		return exitError(err)
 	}
+	if c.Int("max-records") < 0 {
+		return usageErrorf(c, "--max-records %d is negative", c.Int("max-records"))
+	}
 	for i := range logs {
+		if c.Bool("records") {
+			logs[i].inspectRecords(c.Int("max-records"))
+			continue
+		}
 		logs[i].Report, logs[i].Err = inspectOne(logs[i].Dir)
 	}
 	if err := printShardLogs(p, root, logs); err != nil {
@@ -93,6 +118,25 @@ func inspectOne(dir string) (*flog.Report, error) {
 		return &flog.Report{Dir: dir, Verdict: flog.VerdictRefuse, Corrupt: ce}, nil
 	}
 	return rep, err
+}
+
+// inspectRecords is inspectOne that also lists up to max records (0: all).
+func (l *shardLog) inspectRecords(max int) {
+	rep, err := flog.ScanRecords(l.Dir, func(r flog.RecordInfo) error {
+		if max > 0 && len(l.Records) == max {
+			l.MoreRecords = true
+			return errEnoughRecords
+		}
+		l.Records = append(l.Records, r)
+		return nil
+	})
+	if errors.Is(err, errEnoughRecords) {
+		err = nil
+	}
+	l.Report, l.Err = rep, err
+	if err != nil {
+		l.Report = nil
+	}
 }
 
 // inspectStatus is the exit status: refused beats unreadable beats fine.
