@@ -58,6 +58,7 @@ type connection struct {
 // readDeadliner is the receive half of a request stream.
 type readDeadliner interface {
 	SetReadDeadline(time.Time) error
+	CancelRead(quic.StreamErrorCode)
 }
 
 func newConnection(s *Server, qc *quic.Conn, source string) *connection {

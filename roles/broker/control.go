@@ -247,10 +247,15 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 
 // kick ends the stream from outside its loop: the loop's read is
 // interrupted, and the loop answers err and refuses the stream (cancelling
-// the peer's sends). It never blocks.
+// the peer's sends). A read that a deadline cannot interrupt is cancelled
+// instead, so the stream ends all the same, without the answer. It never
+// blocks.
 func (cs *controlStream) kick(err *wire.Error) {
-	if cs.kicked.CompareAndSwap(nil, err) {
-		cs.rd.SetReadDeadline(time.Now())
+	if !cs.kicked.CompareAndSwap(nil, err) {
+		return
+	}
+	if e := cs.rd.SetReadDeadline(time.Now()); e != nil {
+		cs.rd.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
 	}
 }
 
