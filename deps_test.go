@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"e2e":                  {"sdk/felix", "wire", "e2e"},
 	"":                     {"roles/serve"}, // main
 	"internal/testenv":     {},
+	"internal/faultfs":     {"log"}, // imported by tests only
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {},
 }

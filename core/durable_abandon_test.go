@@ -3,63 +3,12 @@ package core
 import (
 	"context"
 	"errors"
-	"os"
-	"sync"
 	"testing"
 
+	"github.com/felixmq/felix/internal/faultfs"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
-
-// hangFS makes fsyncs hang while hung is set, until release: a disk that
-// stopped answering. blocked receives once per fsync that hangs.
-type hangFS struct {
-	flog.FS
-	mu      sync.Mutex
-	hung    bool
-	gate    chan struct{} // closed by release
-	blocked chan struct{}
-}
-
-func newHangFS() *hangFS {
-	return &hangFS{FS: flog.OSFS(), gate: make(chan struct{}), blocked: make(chan struct{}, 64)}
-}
-
-func (f *hangFS) hang() { f.mu.Lock(); f.hung = true; f.mu.Unlock() }
-
-// release lets every hung and later fsync through; idempotent.
-func (f *hangFS) release() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.hung {
-		f.hung = false
-		close(f.gate)
-	}
-}
-
-func (f *hangFS) OpenFile(name string, flag int, perm os.FileMode) (flog.File, error) {
-	file, err := f.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &hangFile{File: file, fs: f}, nil
-}
-
-type hangFile struct {
-	flog.File
-	fs *hangFS
-}
-
-func (f *hangFile) Sync() error {
-	f.fs.mu.Lock()
-	hung, gate := f.fs.hung, f.fs.gate
-	f.fs.mu.Unlock()
-	if hung {
-		f.fs.blocked <- struct{}{}
-		<-gate
-	}
-	return f.File.Sync()
-}
 
 func wantAbandoned(t *testing.T, who string, err error) {
 	t.Helper()
@@ -74,15 +23,15 @@ func wantAbandoned(t *testing.T, who string, err error) {
 // and without delivering the batch, and that the shard then delivers
 // nothing after it and refuses new claims.
 func TestDurableFinishGivesUpWhenItsContextEnds(t *testing.T) {
-	fs := newHangFS()
+	fs := faultfs.NewHang()
 	cfg := Config{Storage: &StorageConfig{FS: fs, Fsync: flog.FsyncAlways}}
 	_, st := newDurableStream(t, t.TempDir(), cfg, wire.StreamSpec{})
-	t.Cleanup(fs.release) // before the broker closes: the close fsyncs
+	t.Cleanup(fs.Release) // before the broker closes: the close fsyncs
 	sh := shard0(t, st)
 	s := subscribe(t, sh, SubscribeOptions{})
 	publish(t, sh, payloads(1, "before"))
 
-	fs.hang()
+	fs.Start()
 	c1, err := sh.Claim(payloads(1, "hung"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +45,7 @@ func TestDurableFinishGivesUpWhenItsContextEnds(t *testing.T) {
 	for _, c := range []*Claimed{c2, c1} {
 		go func() { errs <- c.Finish(ctx) }()
 	}
-	<-fs.blocked
+	<-fs.Blocked()
 	cancel()
 	for range 2 {
 		wantAbandoned(t, "finish", <-errs)
@@ -115,21 +64,21 @@ func TestDurableFinishGivesUpWhenItsContextEnds(t *testing.T) {
 // durable shard does not abandon the shard when its caller gives up: the
 // caller's context bounds only the Block wait.
 func TestDurablePublishOutlivesItsCallersContext(t *testing.T) {
-	fs := newHangFS()
+	fs := faultfs.NewHang()
 	cfg := Config{Storage: &StorageConfig{FS: fs, Fsync: flog.FsyncAlways}}
 	_, st := newDurableStream(t, t.TempDir(), cfg, wire.StreamSpec{})
-	t.Cleanup(fs.release)
+	t.Cleanup(fs.Release)
 	sh := shard0(t, st)
-	fs.hang()
+	fs.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := sh.Publish(ctx, payloads(1, "x"), "")
 		done <- err
 	}()
-	<-fs.blocked
+	<-fs.Blocked()
 	cancel()
-	fs.release()
+	fs.Release()
 	if err := <-done; err != nil {
 		t.Fatalf("publish: %v", err)
 	}
