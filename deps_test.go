@@ -19,7 +19,7 @@ var allowed = map[string][]string{
 	"wire":                 {},
 	"log":                  {},
 	"core/auth":            {"wire"},
-	"core":                 {"wire", "log", "core/auth"},
+	"core":                 {"wire", "log", "core/auth", "internal/atomicfile"},
 	"raftmeta":             {"wire"},
 	"raftmeta/fsm":         {},                       // the state machine contract: a leaf
 	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
@@ -27,14 +27,15 @@ var allowed = map[string][]string{
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane"},
 	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta"},
-	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix"},
+	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
 	"sdk/felix":            {"wire", "sdk/felix"},
 	"e2e":                  {"sdk/felix", "wire", "e2e"},
 	"":                     {"roles/serve"}, // main
 	"internal/testenv":     {},
 	"internal/faultfs":     {"log"}, // imported by tests only
+	"internal/atomicfile":  {},      // crash-safe small-file writes, a leaf
 	"roles/broker/sched":   {"core"},
-	"roles/broker/tlsconf": {},
+	"roles/broker/tlsconf": {"internal/atomicfile"},
 }
 
 // quicModule is quic-go. Only quicOwners may import it or any of its

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"github.com/felixmq/felix/internal/atomicfile"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,42 +76,13 @@ func readIdentity(dir string) (id StreamIdentity, ok bool, err error) {
 }
 
 // writeIdentity records id in dir (which exists) so that a crash leaves
-// either the old file or the new one: a temporary file, synced, renamed
-// over, and the directory synced.
+// either the old file or the new one.
 func writeIdentity(dir string, id StreamIdentity) error {
 	b, err := json.Marshal(id)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, identityFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, identityFile)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, identityFile), append(b, '\n'), 0o644)
 }
 
 // holdsData reports whether dir has anything but identity files: a
@@ -137,8 +110,8 @@ func moveDir(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(to)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(to)); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(from))
+	return atomicfile.SyncDir(filepath.Dir(from))
 }

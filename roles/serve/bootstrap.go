@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/felixmq/felix/internal/atomicfile"
+
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -94,7 +96,7 @@ func writeClientFile(dataDir string, cf clientFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dataDir, clientJSONFile), append(b, '\n'), 0o644)
+	return atomicfile.Write(filepath.Join(dataDir, clientJSONFile), append(b, '\n'), 0o644)
 }
 
 // relTo returns path relative to dir when it lies inside it.

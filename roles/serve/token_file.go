@@ -1,15 +1,16 @@
 package serve
 
 import (
+	"github.com/felixmq/felix/internal/atomicfile"
+
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
 // ensureAdminToken makes sure path holds an admin token: when the file is
-// missing it writes mint's token (atomically, see writeFileAtomic) and
+// missing it writes mint's token (atomically, see atomicfile.Write) and
 // reports that it wrote. A file that exists must hold a token: an empty or
 // unreadable one (a crash of a release that wrote in place, or a hand
 // edit) is an error naming the fix, never a token, since an empty token
@@ -29,7 +30,7 @@ func ensureAdminToken(path string, mint func() (string, error)) (wrote bool, err
 	if err := checkTokenFile(path, []byte(tok)); err != nil {
 		return false, fmt.Errorf("minted token: %w", err)
 	}
-	if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), 0o600); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return true, nil
@@ -63,49 +64,4 @@ func allBase64URL(parts []string) bool {
 		}
 	}
 	return true
-}
-
-// writeFileAtomic replaces path with b so that a crash leaves either the
-// old file or the whole new one, never a partial or empty one: it writes
-// path+".tmp" in the same directory (truncating one a crash left), fsyncs
-// it, renames it over path and fsyncs the directory.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil { // a leftover may have another mode
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir fsyncs a directory so that a rename in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

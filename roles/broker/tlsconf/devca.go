@@ -1,6 +1,8 @@
 package tlsconf
 
 import (
+	"github.com/felixmq/felix/internal/atomicfile"
+
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -56,10 +58,10 @@ func EnsureDevCA(dir string) (certPEMPath, keyPEMPath string, created bool, err 
 	}
 	// Key first: a crash between the two writes leaves a pair that does
 	// not match, which the next start replaces.
-	if err := writeFileAtomic(keyPEMPath, keyPEM, 0o600); err != nil {
+	if err := writeFile(keyPEMPath, keyPEM, 0o600); err != nil {
 		return "", "", false, err
 	}
-	if err := writeFileAtomic(certPEMPath, certPEM, 0o644); err != nil {
+	if err := writeFile(certPEMPath, certPEM, 0o644); err != nil {
 		return "", "", false, err
 	}
 	return certPEMPath, keyPEMPath, true, nil
@@ -263,29 +265,10 @@ func randomSerial() (*big.Int, error) {
 	return n.Add(n, big.NewInt(1)), nil
 }
 
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, synced and renamed into place.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("tlsconf: %w", err)
-	}
-	tmp := f.Name()
-	err = f.Chmod(perm)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+// writeFile writes b to path atomically (atomicfile.Write), naming the
+// file in its error.
+func writeFile(path string, b []byte, perm os.FileMode) error {
+	if err := atomicfile.Write(path, b, perm); err != nil {
 		return fmt.Errorf("tlsconf: write %s: %w", path, err)
 	}
 	return nil
