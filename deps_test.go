@@ -34,6 +34,8 @@ var allowed = map[string][]string{
 	"internal/testenv":     {},
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {},
+
+	"roles/controlplane/placement": {"wire"}, // pure placement decisions: a leaf
 }
 
 // quicModule is quic-go. Only quicOwners may import it or any of its
