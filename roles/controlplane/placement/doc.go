@@ -10,7 +10,8 @@
 //  1. Build an Input: every registered broker (node id, zone, state,
 //     storage identity), every stream and cache of the catalog (key,
 //     incarnation, shard count, durability, replication factor,
-//     consistency) and the State last committed (assignments and the
+//     consistency; StreamResource and CacheResource convert the catalog's
+//     specs) and the State last committed (assignments and the
 //     generation counter). Slice order does not matter. A malformed input
 //     (duplicate node ids, resources or shards, a generation above the
 //     counter, an owner at generation 0, more than MaxShards shards) is

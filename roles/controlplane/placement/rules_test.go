@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/felixmq/felix/wire"
 )
 
 func threeBrokers() []Broker {
@@ -382,5 +384,27 @@ func TestAnInputErrorListsAtMostTwentyProblemsAndCountsTheRest(t *testing.T) {
 	problems := inputError(t, err)
 	if len(problems) != maxProblems+1 || problems[maxProblems] != "and 10 more" {
 		t.Errorf("%d problems, last %q", len(problems), problems[len(problems)-1])
+	}
+}
+
+func TestCatalogSpecsBecomeResources(t *testing.T) {
+	s := StreamResource(wire.StreamSpec{TenantID: "t", Namespace: "ns", Stream: "s", Shards: 4, Durable: true,
+		Consistency: "quorum", ReplicationFactor: 3, Incarnation: "7"})
+	want := Resource{Key: streamKey("s"), Incarnation: "7", Shards: 4, Durable: true, ReplicationFactor: 3, Consistency: "quorum"}
+	if s != want {
+		t.Errorf("stream resource %+v, want %+v", s, want)
+	}
+	if d := StreamResource(wire.StreamSpec{Stream: "s"}); d.ReplicationFactor != 1 || d.Consistency != "leader" {
+		t.Errorf("stream defaults %+v, want one copy and leader", d)
+	}
+	c := CacheResource(wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c", Incarnation: "2"})
+	want = Resource{Key: ResourceKey{Kind: KindCache, TenantID: "t", Namespace: "ns", Name: "c"}, Incarnation: "2",
+		ReplicationFactor: 1, Consistency: "leader"}
+	if c != want {
+		t.Errorf("cache resource %+v, want %+v", c, want)
+	}
+	out := mustCompute(t, Input{Brokers: threeBrokers(), Resources: []Resource{c}})
+	if len(out.Next.Assignments) != 1 {
+		t.Errorf("a cache of 0 shards got %d assignments, want 1", len(out.Next.Assignments))
 	}
 }
