@@ -36,6 +36,8 @@ var allowed = map[string][]string{
 	"internal/atomicfile":  {},      // crash-safe small-file writes, a leaf
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {"internal/atomicfile"},
+
+	"roles/controlplane/placement": {"wire"}, // pure placement decisions: a leaf
 }
 
 // quicModule is quic-go. Only quicOwners may import it or any of its
