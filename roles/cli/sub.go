@@ -34,9 +34,9 @@ func subCommand(tk toolkit) *cli.Command {
 			"--from OFFSET needs --shard on a stream of several shards. A start the stream no longer\n" +
 			"holds (or not yet) fails with the nearest offset that would work.\n\n" +
 			"On a durable stream sub does not lose its place: when the broker ends a subscription that\n" +
-			"fell behind, or the connection is lost (a broker restart), it subscribes again right after\n" +
-			"the last message printed on each shard (reconnecting with back-off, up to 10 attempts), so\n" +
-			"nothing is skipped or repeated. Runs until --count messages have arrived or Ctrl-C.\n" +
+			"fell behind, or shuts down, or the connection is lost (a restart), sub subscribes again\n" +
+			"right after the last message printed on each shard (reconnecting with back-off, up to 10\n" +
+			"attempts in a row), so nothing is skipped or repeated. Runs until --count messages have arrived or Ctrl-C.\n" +
 			"Examples:\n\n" +
 			"   felix sub events\n" +
 			"   felix sub events --from earliest --count 10 -o json\n" +

@@ -225,9 +225,11 @@ func (r *subRun) resumeFrom(shard uint32, brokerFrom uint64) uint64 {
 
 // canResume reports whether a session that ended with err can carry on
 // on a new connection with no gap: the subscription or its connection was
-// lost, and every shard knows where it stands (a durable stream).
+// lost, or the broker ended it with a refusal a retry may cure (draining,
+// when it shuts down), and every shard knows where it stands (a durable
+// stream).
 func (r *subRun) canResume(err error) bool {
-	if !errors.Is(err, felix.ErrSubscriptionLost) && !errors.Is(err, felix.ErrConnectionLost) {
+	if !retryableResume(err) {
 		return false
 	}
 	for _, shard := range r.shards {

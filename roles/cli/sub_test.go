@@ -96,3 +96,19 @@ func TestSubLostWithoutPositionEnds(t *testing.T) {
 		t.Fatalf("exit %d %q after %d subscribes", r.exitCode(), r.message(), fb.subCalls)
 	}
 }
+
+// TestSubResumesWhenTheBrokerDrains checks a durable sub the broker ends
+// with draining (it is shutting down) carries on on a new connection.
+func TestSubResumesWhenTheBrokerDrains(t *testing.T) {
+	clearEnv(t)
+	start := uint64(0)
+	fb := &fakeBroker{startOffset: &start,
+		events:       []felix.Event{{Payload: []byte("a"), Offset: 0, HasOffset: true}},
+		endErr:       &felix.BrokerError{Code: wire.CodeDraining, Retry: wire.RetryRetry, Message: "broker is shutting down"},
+		resumeEvents: []felix.Event{{Payload: []byte("b"), Offset: 1, HasOffset: true}},
+	}
+	r := run(t, fb.toolkit(), nil, "sub", "events", "--count", "2", "--data-dir", t.TempDir())
+	if r.err != nil || r.stdout != "a\nb\n" || fb.subOpts.Start != (wire.StartPosition{Kind: wire.StartOffset, Offset: 1}) {
+		t.Fatalf("exit %d %q stdout %q from %+v", r.exitCode(), r.message(), r.stdout, fb.subOpts.Start)
+	}
+}
