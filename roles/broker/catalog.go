@@ -200,7 +200,8 @@ func newKindLookups(syncer *catalogsync.Syncer) *kindLookups {
 }
 
 // askCatalog runs (or joins) an on-demand pass for a missed name of kind
-// and reports whether one finished, so the caller may look again.
+// and reports whether one read the catalog without a failure, so what
+// the broker holds now is what the catalog held when the pass began.
 func (c *catalogState) askCatalog(ctx context.Context, kind wire.CatalogKind) bool {
 	ls := c.lookups.Load()
 	if ls == nil {

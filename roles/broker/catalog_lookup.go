@@ -53,16 +53,19 @@ type catalogLookup struct {
 	doneC   chan struct{}
 	// nextStart is the earliest time the next pass may start.
 	nextStart time.Time
+	// lastOK says the pass that finished last read every kind it asked.
+	lastOK bool
 }
 
 func newCatalogLookup(pass func(context.Context) error) *catalogLookup {
 	return &catalogLookup{pass: pass, minGap: lookupMinGap, wait: lookupWait}
 }
 
-// refresh returns once a pass that started after the call has finished
-// (true), or when ctx ends or the wait runs out first (false). The caller
-// that finds no pass running and the gap elapsed runs the pass itself;
-// the others wait for it.
+// refresh returns once a pass that started after the call has finished,
+// reporting whether it read the catalog without a failure; false also
+// when ctx ends or the wait runs out first. The caller that finds no pass
+// running and the gap elapsed runs the pass itself; the others wait for
+// it.
 func (l *catalogLookup) refresh(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.wait)
 	defer cancel()
@@ -97,8 +100,9 @@ func (l *catalogLookup) refresh(ctx context.Context) bool {
 		}
 		l.mu.Lock()
 	}
+	ok := l.lastOK
 	l.mu.Unlock()
-	return true
+	return ok
 }
 
 // runLocked runs one pass with l.mu released during it, and wakes the
@@ -107,10 +111,12 @@ func (l *catalogLookup) runLocked(ctx context.Context) {
 	l.running, l.doneC = true, make(chan struct{})
 	l.nextStart = time.Now().Add(l.minGap)
 	l.mu.Unlock()
-	// A failed pass is not retried here: the miss is answered not_found,
-	// and the periodic loop reports the failure.
-	_ = l.pass(ctx)
+	// A failed pass is not retried here: the miss is answered not_found
+	// (without the reason that says the catalog lacks the name), and the
+	// periodic loop reports the failure.
+	err := l.pass(ctx)
 	l.mu.Lock()
+	l.lastOK = err == nil
 	l.running = false
 	l.done++
 	close(l.doneC)

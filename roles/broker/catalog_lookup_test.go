@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -227,6 +228,28 @@ func TestLookupCoalescesAndPaces(t *testing.T) {
 		time.Sleep(lookupMinGap)
 		if l.refresh(context.Background()) {
 			t.Fatal("a hung pass reported as finished")
+		}
+	})
+}
+
+// TestLookupReportsAFailedPass checks a pass that could not read the
+// catalog is not reported as a lookup, so the miss is not answered as
+// one the catalog lacks.
+func TestLookupReportsAFailedPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := true
+		l := newCatalogLookup(func(context.Context) error {
+			if fail {
+				return errors.New("control plane away")
+			}
+			return nil
+		})
+		if l.refresh(context.Background()) {
+			t.Fatal("a failed pass reported as a lookup")
+		}
+		fail = false
+		if !l.refresh(context.Background()) {
+			t.Fatal("a good pass not reported")
 		}
 	})
 }

@@ -119,8 +119,10 @@ func (s *Server) resolveCache(tenant, ns, cache string) (*core.Cache, *wire.Erro
 }
 
 // lookAgain runs find, and when it answers not_found asks the catalog for
-// kind and runs it once more. A not_found after a completed lookup carries
-// wire.ReasonNotInCatalog: the name does not exist, so a retry will not help.
+// kind and runs it once more. A not_found after a lookup that read the
+// catalog carries wire.ReasonNotInCatalog: the name does not exist, so a
+// retry will not help. When the lookup failed (the control plane is out
+// of reach) the plain not_found stays, which clients may wait out.
 func lookAgain[T any](s *Server, kind wire.CatalogKind, find func() (T, *wire.Error)) (T, *wire.Error) {
 	v, e := find()
 	if e == nil || e.Code != wire.CodeNotFound || !s.state.askCatalog(s.bgCtx, kind) {
