@@ -2,60 +2,109 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// TestReadmeTour runs the README's five-minute tour against the real
-// binary, in the same order and with the same commands.
+// tourMarker introduces the README's tour block; the first ```sh block
+// after it is the tour.
+const tourMarker = "<!-- tour: e2e/tour_test.go runs this block as written -->"
+
+// readmeTour extracts the tour's shell block from README.md exactly as
+// written.
+func readmeTour(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), tourMarker)
+	if !ok {
+		t.Fatalf("README.md has no %q", tourMarker)
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	if !ok {
+		t.Fatal("README.md: no ```sh block after the tour marker")
+	}
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README.md: the tour block does not end")
+	}
+	return block
+}
+
+// TestReadmeTour pastes the README's tour, as written, into bash in a
+// fresh directory where `felix serve` runs, with ./felix (and felix on
+// PATH) the binary under test, and checks what it prints. The script's
+// process group is killed at the end, so a background command that never
+// exits cannot outlive the test.
 func TestReadmeTour(t *testing.T) {
-	n := startServe(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	script := readmeTour(t)
+	dir := t.TempDir()
+	if err := os.Symlink(felixBin, filepath.Join(dir, "felix")); err != nil {
+		t.Fatal(err)
+	}
+	startServeIn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	n.mustFelix(ctx, "admin", "stream", "create", "events")
-	waitForSubscription := func(want float64) {
-		eventually(t, 10*time.Second, "the subscription to register", func() bool {
-			return n.metric("felix_broker_subscriptions") >= want
-		})
-	}
-	wait := n.startFelix(ctx, "sub", "events", "--count", "3")
-	waitForSubscription(1)
-	n.mustFelix(ctx, "pub", "events", "one", "two", "three")
-	out, err := wait()
+	outF, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
 	if err != nil {
-		t.Fatalf("felix sub: %v", err)
+		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(out); got != "one\ntwo\nthree" {
-		t.Fatalf("felix sub printed %q, want one, two, three on their own lines", got)
-	}
-
-	n.mustFelix(ctx, "admin", "cache", "create", "sessions")
-	eventually(t, 10*time.Second, "the cache to reach the broker", func() bool {
-		_, _, code := n.felix(ctx, "cache", "put", "sessions", "user-1", "hello", "--ttl", "30s")
-		return code == 0
-	})
-	if got := strings.TrimSpace(n.mustFelix(ctx, "cache", "get", "sessions", "user-1")); got != "hello" {
-		t.Fatalf("cache get printed %q, want hello", got)
-	}
-
-	// The watch: user-1's current value, the end of the current values,
-	// then the put of user-2 (--count stops it after that one change).
-	wait = n.startFelix(ctx, "cache", "watch", "sessions", "user-", "--prefix", "--retained", "--count", "1")
-	eventually(t, 10*time.Second, "the watch to register", func() bool {
-		return n.metric("felix_cache_watches") >= 1
-	})
-	n.mustFelix(ctx, "cache", "put", "sessions", "user-2", "hi")
-	out, err = wait()
+	defer outF.Close()
+	errF, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	if err != nil {
-		t.Fatalf("felix cache watch: %v", err)
+		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasSuffix(lines[0], " retained user-1 hello") ||
-		!strings.HasSuffix(lines[1], " state-complete 1") || !strings.HasSuffix(lines[2], " put user-2 hi") {
-		t.Fatalf("cache watch printed %q, want user-1's value, state-complete 1, then the put of user-2", out)
+	defer errF.Close()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Files, not pipes: Wait must not wait for a background job that
+	// holds them open.
+	cmd.Stdout, cmd.Stderr = outF, errF
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	runErr := cmd.Wait()
+	stdout, _ := os.ReadFile(outF.Name())
+	stderr, _ := os.ReadFile(errF.Name())
+	if runErr != nil || ctx.Err() != nil {
+		t.Fatalf("the tour failed (%v, %v)\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", runErr, ctx.Err(), script, stdout, stderr)
+	}
+	if strings.Contains(string(stderr), "error:") {
+		t.Fatalf("the tour printed an error\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	// What the tour's comments promise, in order.
+	want := []func(string) bool{
+		equals("one"), equals("two"), equals("three"),
+		equals("hello"),
+		hasSuffix(" retained user-1 hello"), hasSuffix(" state-complete 1"), hasSuffix(" put user-2 hi"),
+	}
+	lines := strings.Split(string(stdout), "\n")
+	next := 0
+	for _, l := range lines {
+		if next < len(want) && want[next](strings.TrimSpace(l)) {
+			next++
+		}
+	}
+	if next < len(want) {
+		t.Fatalf("the tour's output lacks line %d of what its comments promise\nstdout:\n%s\nstderr:\n%s", next+1, stdout, stderr)
+	}
+}
+
+func equals(s string) func(string) bool { return func(l string) bool { return l == s } }
+func hasSuffix(s string) func(string) bool {
+	return func(l string) bool { return strings.HasSuffix(l, s) }
 }
 
 // TestFlagsAfterPositionals checks that flags may follow positional

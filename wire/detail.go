@@ -24,6 +24,10 @@ const (
 	// ReasonCacheFull: the cache is at its entry or byte bound (code
 	// overloaded).
 	ReasonCacheFull = "cache_full"
+	// ReasonNotInCatalog: the broker asked the control plane's catalog
+	// just now and it has no such name either (code not_found), so
+	// waiting will not help.
+	ReasonNotInCatalog = "not_in_catalog"
 )
 
 // NewOverloaded builds an overloaded error (retry class retry_after) whose

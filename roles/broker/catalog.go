@@ -29,6 +29,9 @@ type catalogState struct {
 	// heldStale says streams may have been kept on disk without being
 	// served since the held streams were last counted.
 	heldStale atomic.Bool
+	// lookups runs the on-demand passes of a miss (catalog_lookup.go);
+	// nil until the sync loop starts.
+	lookups atomic.Pointer[kindLookups]
 
 	mu         sync.RWMutex
 	tenants    map[string]struct{}
@@ -181,12 +184,43 @@ func (c *catalogState) checkNamespace(tenant, ns string) error {
 	return nil
 }
 
+// kindLookups holds one catalogLookup per kind a miss can be for; each
+// also reads the tenants and namespaces, which a new name may need too.
+type kindLookups struct {
+	streams, caches *catalogLookup
+}
+
+func newKindLookups(syncer *catalogsync.Syncer) *kindLookups {
+	passOf := func(kind wire.CatalogKind) func(context.Context) error {
+		return func(ctx context.Context) error {
+			return syncer.SyncKinds(ctx, wire.KindTenants, wire.KindNamespaces, kind)
+		}
+	}
+	return &kindLookups{streams: newCatalogLookup(passOf(wire.KindStreams)), caches: newCatalogLookup(passOf(wire.KindCaches))}
+}
+
+// askCatalog runs (or joins) an on-demand pass for a missed name of kind
+// and reports whether one read the catalog without a failure, so what
+// the broker holds now is what the catalog held when the pass began.
+func (c *catalogState) askCatalog(ctx context.Context, kind wire.CatalogKind) bool {
+	ls := c.lookups.Load()
+	if ls == nil {
+		return false
+	}
+	l := ls.streams
+	if kind == wire.KindCaches {
+		l = ls.caches
+	}
+	return l.refresh(ctx)
+}
+
 // runSync keeps the catalog, the signing keys and the revocations
 // current until ctx ends, with the catalogsync loop.
 func (s *Server) runSync(ctx context.Context) {
 	defer s.bgWG.Done()
 	syncer := catalogsync.NewSyncer(s.catalog, s.state, s.cfg.CatalogSyncInterval, s.log)
 	syncer.OnJWKS = s.state.OnJWKS
+	s.state.lookups.Store(newKindLookups(syncer))
 	syncer.OnSynced = func() {
 		s.markSynced()
 		s.state.countHeld()

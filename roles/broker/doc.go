@@ -48,6 +48,17 @@
 // stops new requests (unauthorized "token expired") but open
 // subscriptions keep delivering.
 //
+// # Names the broker does not know
+//
+// The catalog sync polls every CatalogSyncInterval, but a tenant,
+// namespace, stream or cache the control plane has acknowledged is served
+// at once: a request for a name the broker misses runs (or joins) an
+// on-demand pass of that kind (catalogsync.Syncer.SyncKinds) and looks
+// again before it answers not_found. Lookups are shared and paced per kind
+// (at most one pass per 100 ms; a miss waits at most 2 s); a not_found
+// after a lookup that read the catalog carries detail reason
+// not_in_catalog. See catalog_lookup.go.
+//
 // # Publish admission
 //
 // A publish is authorized, resolved to a stream shard, charged against the

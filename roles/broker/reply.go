@@ -86,28 +86,53 @@ func (cs *controlStream) authorize(tenant string, action auth.Action, resource s
 }
 
 // resolveStream finds a stream, answering not_found for it or for its
-// tenant or namespace.
+// tenant or namespace. A miss asks the catalog once before it refuses
+// (catalog_lookup.go), so a stream the control plane has acknowledged is
+// served at once; a refusal after that lookup says so in its detail.
 func (s *Server) resolveStream(tenant, ns, stream string) (*core.Stream, *wire.Error) {
-	if err := s.state.checkNamespace(tenant, ns); err != nil {
-		return nil, asWireError(err)
+	find := func() (*core.Stream, *wire.Error) {
+		if err := s.state.checkNamespace(tenant, ns); err != nil {
+			return nil, asWireError(err)
+		}
+		st, ok := s.core.Stream(core.StreamKey{Tenant: tenant, Namespace: ns, Stream: stream})
+		if !ok {
+			return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream)
+		}
+		return st, nil
 	}
-	st, ok := s.core.Stream(core.StreamKey{Tenant: tenant, Namespace: ns, Stream: stream})
-	if !ok {
-		return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream)
-	}
-	return st, nil
+	return lookAgain(s, wire.KindStreams, find)
 }
 
 // resolveCache finds a cache, answering not_found like resolveStream.
 func (s *Server) resolveCache(tenant, ns, cache string) (*core.Cache, *wire.Error) {
-	if err := s.state.checkNamespace(tenant, ns); err != nil {
-		return nil, asWireError(err)
+	find := func() (*core.Cache, *wire.Error) {
+		if err := s.state.checkNamespace(tenant, ns); err != nil {
+			return nil, asWireError(err)
+		}
+		c, ok := s.core.Cache(core.CacheKey{Tenant: tenant, Namespace: ns, Cache: cache})
+		if !ok {
+			return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache)
+		}
+		return c, nil
 	}
-	c, ok := s.core.Cache(core.CacheKey{Tenant: tenant, Namespace: ns, Cache: cache})
-	if !ok {
-		return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache)
+	return lookAgain(s, wire.KindCaches, find)
+}
+
+// lookAgain runs find, and when it answers not_found asks the catalog for
+// kind and runs it once more. A not_found after a lookup that read the
+// catalog carries wire.ReasonNotInCatalog: the name does not exist, so a
+// retry will not help. When the lookup failed (the control plane is out
+// of reach) the plain not_found stays, which clients may wait out.
+func lookAgain[T any](s *Server, kind wire.CatalogKind, find func() (T, *wire.Error)) (T, *wire.Error) {
+	v, e := find()
+	if e == nil || e.Code != wire.CodeNotFound || !s.state.askCatalog(s.bgCtx, kind) {
+		return v, e
 	}
-	return c, nil
+	v, e = find()
+	if e != nil && e.Code == wire.CodeNotFound {
+		e = e.WithDetail(wire.DetailReason, wire.ReasonNotInCatalog)
+	}
+	return v, e
 }
 
 // asWireError converts any error to the *wire.Error a client is sent.

@@ -112,12 +112,12 @@ func TestPubModes(t *testing.T) {
 
 func TestSubJSONAndStart(t *testing.T) {
 	clearEnv(t)
-	fb := &fakeBroker{events: []felix.Event{{Payload: []byte("a"), Offset: 7, HasOffset: true}, {Payload: []byte("b")}}}
+	fb := &fakeBroker{shards: 3, events: []felix.Event{{Payload: []byte("a"), Offset: 7, HasOffset: true}, {Payload: []byte("b")}}}
 	r := run(t, fb.toolkit(), nil, "sub", "events", "--from", "5", "--shard", "2", "--count", "2", "-o", "json", "--data-dir", t.TempDir())
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := `{"offset":7,"payload":"a"}` + "\n" + `{"payload":"b"}` + "\n"
+	want := `{"offset":7,"payload":"a","shard":2}` + "\n" + `{"payload":"b","shard":2}` + "\n"
 	if r.stdout != want {
 		t.Fatalf("got %q want %q", r.stdout, want)
 	}

@@ -23,12 +23,12 @@ func TestSubJSONCarriesDurableFields(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := `{"offset":40,"payload":"a","publisher":"svc","skipped_before":1,"time":"2026-11-29T08:00:00.123456Z"}` + "\n" +
-		`{"offset":41,"payload_base64":"/w=="}` + "\n"
+	want := `{"offset":40,"payload":"a","publisher":"svc","shard":0,"skipped_before":1,"time":"2026-11-29T08:00:00.123456Z"}` + "\n" +
+		`{"offset":41,"payload_base64":"/w==","shard":0}` + "\n"
 	if r.stdout != want {
 		t.Fatalf("got %q\nwant %q", r.stdout, want)
 	}
-	if r.stderr != "subscribed at offset 40 (live from offset 45)\n" {
+	if r.stderr != "subscribed to events (shard 0) at offset 40 (live from offset 45)\n" {
 		t.Fatalf("stderr %q", r.stderr)
 	}
 	if fb.subOpts.Start.Kind != wire.StartEarliest {

@@ -104,6 +104,9 @@ type fakeBroker struct {
 	subCalls       int
 	// startOffset and liveOffset are what the subscription reports.
 	startOffset, liveOffset *uint64
+	// shards is the stream's width (0 is 1): SubscribeFrom refuses a
+	// shard past it as the broker does.
+	shards uint32
 	// records is a durable shard for Read.
 	records []felix.Record
 	reads   []readCall
@@ -146,6 +149,10 @@ func (f *fakeBroker) PublishKeyed(_ context.Context, ns, stream string, key, pay
 func (f *fakeBroker) SubscribeFrom(_ context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if o.Shard >= max(f.shards, 1) {
+		return nil, &felix.BrokerError{Code: wire.CodeInvalidRequest, Retry: wire.RetryFatal, Message: "shard out of range",
+			Detail: map[string]any{"reason": "shard_out_of_range", "shards": max(f.shards, 1)}}
+	}
 	f.subOpts, f.subStream = o, stream
 	if f.subErr != nil {
 		return nil, f.subErr

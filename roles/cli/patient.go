@@ -37,7 +37,11 @@ func waitOut(err error) (time.Duration, bool) {
 	if !errors.As(err, &be) || !be.Retry.Retryable() || be.Retry == wire.RetryRedirect {
 		return 0, false
 	}
-	d, _ := (&wire.Error{Detail: be.Detail}).RetryAfter()
+	we := &wire.Error{Detail: be.Detail}
+	if we.Reason() == wire.ReasonNotInCatalog { // the broker asked the catalog already
+		return 0, false
+	}
+	d, _ := we.RetryAfter()
 	return d, true
 }
 

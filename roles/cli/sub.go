@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,25 +19,33 @@ func subCommand(tk toolkit) *cli.Command {
 		Name:      "sub",
 		Usage:     "subscribe to a stream and print its messages",
 		ArgsUsage: "STREAM",
-		UsageText: "felix sub STREAM [--from earliest|latest|OFFSET] [--count N] [--shard N] [-o json]",
-		Description: "Prints each message of one shard of STREAM (--shard, default 0, where messages published\n" +
-			"without a key go) on its own line. With -o json each line is one JSON object:\n" +
-			"{\"payload\": ...} plus, on a durable stream, \"offset\", \"time\" (when the broker appended it),\n" +
-			"\"publisher\" and \"skipped_before\" when the broker reports them; a payload that is not UTF-8\n" +
-			"is given as payload_base64. --from picks the start on a durable stream: earliest (the oldest\n" +
-			"record kept), latest (only new ones, the default) or an offset; where it joined is printed\n" +
-			"on standard error. A start the stream no longer holds (or not yet) fails with the nearest\n" +
-			"offset that would work. When a durable subscription falls behind and the broker ends it, sub\n" +
-			"subscribes again after the last message printed, so nothing is skipped or repeated. Runs\n" +
-			"until --count messages have arrived or Ctrl-C.\n" +
+		UsageText: "felix sub STREAM [--from earliest|latest|OFFSET] [--count N] [--shard N] [--positions] [-o json]",
+		Description: "Prints each message of STREAM on its own line, from every shard of the stream merged in\n" +
+			"the order they arrive (--shard N reads shard N alone). --positions starts each line with\n" +
+			"the message's shard and, on a durable stream, offset (\"shard=2 offset=17 \"). With -o json\n" +
+			"each line is one JSON object: {\"shard\": ..., \"payload\": ...} plus, on a durable stream,\n" +
+			"\"offset\", \"time\" (when the broker appended it), \"publisher\" and \"skipped_before\" when the\n" +
+			"broker reports them; a payload that is not UTF-8 is given as payload_base64.\n\n" +
+			"Once every shard is subscribed, sub says so on standard error (\"subscribed to events\n" +
+			"(shards 0-3) from latest\"): a script may publish from then on without losing a message.\n\n" +
+			"--from picks the start on a durable stream: earliest (the oldest record kept), latest (only\n" +
+			"new ones, the default) or an offset, which is the first offset printed: to resume after a\n" +
+			"checkpoint C (the last offset a consumer handled), use --from C+1. Offsets are per shard, so\n" +
+			"--from OFFSET needs --shard on a stream of several shards. A start the stream no longer\n" +
+			"holds (or not yet) fails with the nearest offset that would work.\n\n" +
+			"On a durable stream sub does not lose its place: when the broker ends a subscription that\n" +
+			"fell behind, or shuts down, or the connection is lost (a restart), sub subscribes again\n" +
+			"right after the last message printed on each shard (reconnecting with back-off, up to 10\n" +
+			"attempts in a row), so nothing is skipped or repeated. Runs until --count messages have arrived or Ctrl-C.\n" +
 			"Examples:\n\n" +
 			"   felix sub events\n" +
 			"   felix sub events --from earliest --count 10 -o json\n" +
-			"   felix sub events --from 1200 --shard 3",
+			"   felix sub events --shard 3 --from 1201 --positions",
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "from", Value: "latest", Usage: "where to start: earliest, latest or an `OFFSET` (durable streams)"},
+			&cli.StringFlag{Name: "from", Value: "latest", Usage: "where to start: earliest, latest or the first `OFFSET` to print (durable streams)"},
 			&cli.UintFlag{Name: "count", Usage: "exit after `N` messages", DefaultText: "run until interrupted"},
-			&cli.UintFlag{Name: "shard", Usage: "shard `N` of the stream to read", DefaultText: "0"},
+			&cli.UintFlag{Name: "shard", Usage: "read shard `N` alone", DefaultText: "every shard"},
+			&cli.BoolFlag{Name: "positions", Usage: "start each line with its shard and offset"},
 		),
 		Action: func(c *cli.Context) error { return runSub(c, tk) },
 	})
@@ -67,99 +74,45 @@ func runSub(c *cli.Context, tk toolkit) error {
 	if !ok {
 		return usageErrorf(c, "--from %q: want earliest, latest or an offset", c.String("from"))
 	}
-	shard := c.Uint("shard")
-	if uint64(shard) > uint64(^uint32(0)) {
-		return usageErrorf(c, "--shard %d is out of range", shard)
+	r := &subRun{stream: c.Args().First(), start: start, count: uint64(c.Uint("count")),
+		positions: c.Bool("positions"), errw: c.App.ErrWriter}
+	if c.IsSet("shard") {
+		shard := c.Uint("shard")
+		if uint64(shard) > uint64(^uint32(0)) {
+			return usageErrorf(c, "--shard %d is out of range", shard)
+		}
+		r.shards = []uint32{uint32(shard)}
 	}
-	opts := felix.SubscribeOptions{Start: start, Shard: uint32(shard)}
 	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, p printer) error {
-		return cursorHint(subscribeAndPrint(ctx, bc, s.Namespace, c.Args().First(), opts, p,
-			c.App.ErrWriter, uint64(c.Uint("count"))))
+		r.ns, r.p = s.Namespace, p
+		r.redial = func(ctx context.Context) (brokerClient, error) { return tk.connect(ctx, s) }
+		err := r.run(ctx, bc)
+		if errors.Is(err, errFromNeedsShard) {
+			return usageErrorf(c, "%v", err)
+		}
+		return cursorHint(err)
 	})
 }
 
-// subPosition is how far a sub command has printed.
-type subPosition struct {
-	printed uint64 // events printed
-	last    uint64 // offset of the last event printed, valid when hasLast
-	hasLast bool
-}
-
-// subscribeAndPrint subscribes and prints events until count of them
-// (0: no limit) were printed or ctx ends, which is a clean exit. When a
-// durable subscription falls behind, it subscribes again right after the
-// last event printed, so the output has no gap and no repeat.
-func subscribeAndPrint(ctx context.Context, bc brokerClient, ns, stream string, opts felix.SubscribeOptions,
-	p printer, errw io.Writer, count uint64) error {
-	var pos subPosition
-	resumed := false
-	for {
-		sub, err := bc.SubscribeFrom(ctx, ns, stream, opts)
-		if err != nil {
-			if resumed && ctx.Err() != nil { // interrupted while resubscribing
-				return nil
-			}
-			return err
+// printEvent prints one event of shard as a line.
+func (r *subRun) printEvent(w io.Writer, shard uint32, ev felix.Event) error {
+	p := printer{w: w, json: r.p.json}
+	if p.json {
+		m := recordJSON(ev.Payload, ev.Offset, ev.HasOffset, ev.Timestamp, ev.Publisher)
+		m["shard"] = shard
+		if ev.SkippedBefore != 0 {
+			m["skipped_before"] = ev.SkippedBefore
 		}
-		if !resumed {
-			printJoined(errw, sub)
-		}
-		err = printEvents(ctx, sub, p, count, &pos)
-		_ = sub.Close()
-		var lagged *felix.SubscriptionLagged
-		if !errors.As(err, &lagged) {
-			return err
-		}
-		from := lagged.ResumeFrom
-		if pos.hasLast {
-			from = pos.last + 1
-		}
-		fmt.Fprintf(errw, "fell behind the stream; subscribing again at offset %d\n", from)
-		opts.Start, resumed = felix.AtOffset(from), true
+		return p.JSON(m)
 	}
-}
-
-// printEvents prints events until count of them (0: no limit) have been
-// printed in all or ctx ends, which is a clean exit. An event at or below
-// the last offset printed is a repeat after a resubscribe and is skipped.
-func printEvents(ctx context.Context, sub eventSource, p printer, count uint64, pos *subPosition) error {
-	w := bufio.NewWriter(p.w)
-	defer w.Flush()
-	p.w = w
-	for count == 0 || pos.printed < count {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil { // interrupted: a clean end
-				return nil
-			}
-			return err
-		}
+	if r.positions {
 		if ev.HasOffset {
-			if pos.hasLast && ev.Offset <= pos.last {
-				continue
-			}
-			pos.last, pos.hasLast = ev.Offset, true
-		}
-		if err := printEvent(p, ev); err != nil {
-			return err
-		}
-		pos.printed++
-		if err := w.Flush(); err != nil {
-			return err
+			fmt.Fprintf(w, "shard=%d offset=%d ", shard, ev.Offset)
+		} else {
+			fmt.Fprintf(w, "shard=%d ", shard)
 		}
 	}
-	return nil
-}
-
-func printEvent(p printer, ev felix.Event) error {
-	if !p.json {
-		return printPayload(p, ev.Payload)
-	}
-	m := recordJSON(ev.Payload, ev.Offset, ev.HasOffset, ev.Timestamp, ev.Publisher)
-	if ev.SkippedBefore != 0 {
-		m["skipped_before"] = ev.SkippedBefore
-	}
-	return p.JSON(m)
+	return printPayload(p, ev.Payload)
 }
 
 // printPayload writes a payload as one line of text.
@@ -187,20 +140,6 @@ func recordJSON(payload []byte, offset uint64, hasOffset bool, ts time.Time, pub
 		m["publisher"] = publisher
 	}
 	return m
-}
-
-// printJoined tells where a subscription joined a durable stream, on
-// standard error so the output stays the messages alone.
-func printJoined(w io.Writer, sub eventSource) {
-	start, ok := sub.StartOffset()
-	if !ok {
-		return
-	}
-	if live, ok := sub.LiveOffset(); ok {
-		fmt.Fprintf(w, "subscribed at offset %d (live from offset %d)\n", start, live)
-		return
-	}
-	fmt.Fprintf(w, "subscribed at offset %d\n", start)
 }
 
 // cursorHint gives a *felix.SubscribeCursorError a hint naming the

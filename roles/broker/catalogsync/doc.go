@@ -51,6 +51,10 @@
 // that last answered and moves to the next on a connection error or a 5xx
 // answer.
 //
+// SyncKinds is a pass over the named kinds alone (still in dependency
+// order, and with no JWKS or revocations): the on-demand pass of a broker
+// that misses a name. It shares SyncOnce's token, so passes never overlap.
+//
 // Synced becomes true after the first pass in which every fetch
 // succeeded. Run repeats SyncOnce on a ticker, logs a failure once per
 // streak of the same error, and the recovery when it ends, and calls
