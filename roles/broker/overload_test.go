@@ -53,16 +53,22 @@ func TestOverloadRefusesAckedAndDropsFireAndForget(t *testing.T) {
 		t.Fatalf("refusal %#v", e2)
 	}
 
+	// The refusal shows the lane full at that moment, but the batches
+	// ahead of it may still be moving into the places that stay stuck for
+	// good: the shard worker's hand, the subscriber's one-batch queue and
+	// the stalled writer. So up to three fire-and-forget frames may still
+	// find room; every other one must be dropped and counted.
+	const faf, slack = 20, 3
 	droppedBefore := e.metric("felix_broker_ingress_dropped_total")
-	for i := 0; i < 10; i++ {
+	for i := 0; i < faf; i++ {
 		pub.write(binPublish("blocky", false, 0, padded(i, 32<<10)))
 	}
 	pub.write(binPublish("blocky", true, 9999, []byte("sync")))
 	pub.recv() // the fire-and-forget frames before it have been handled
-	if got := e.metric("felix_broker_ingress_dropped_total") - droppedBefore; got < 10 {
-		t.Fatalf("fire-and-forget drops counted: %v", got)
+	if got := e.metric("felix_broker_ingress_dropped_total") - droppedBefore; got < faf-slack {
+		t.Fatalf("fire-and-forget drops counted: %v of %d", got, faf)
 	}
-	if got := e.metric(metric) - before; got < 11 {
+	if got := e.metric(metric) - before; got < faf-slack+1 {
 		t.Fatalf("%s rose by %v", metric, got)
 	}
 
