@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ func (s *Service) RegisterBroker(ctx context.Context, reg wire.BrokerRegistratio
 	}
 	br, err := s.store.RegisterBroker(ctx, reg, s.now().UnixMilli())
 	if err != nil {
-		return br, err
+		return br, registryErr(err)
 	}
 	s.log.Info("broker registered", "node_id", br.NodeID, "addrs", br.ClientAddrs, "zone", br.Zone,
 		"storage_id", br.StorageID, "registrations", br.Registrations)
@@ -42,7 +43,8 @@ func (s *Service) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat) 
 	if err := p.err(); err != nil {
 		return wire.Broker{}, err
 	}
-	return s.store.HeartbeatBroker(ctx, hb, s.now().UnixMilli())
+	br, err := s.store.HeartbeatBroker(ctx, hb, s.now().UnixMilli())
+	return br, registryErr(err)
 }
 
 // DeregisterBroker removes a broker from the fleet. A broker that is
@@ -54,10 +56,23 @@ func (s *Service) DeregisterBroker(ctx context.Context, nodeID string) error {
 		return err
 	}
 	if err := s.store.DeregisterBroker(ctx, nodeID); err != nil {
-		return err
+		return registryErr(err)
 	}
 	s.log.Info("broker deregistered", "node_id", nodeID)
 	return nil
+}
+
+// registryErr turns the registry's refusals into typed errors (code
+// conflict or not_found, retry class fatal), the same a broker gets over
+// HTTP, so an in-process broker tells them apart the same way.
+func registryErr(err error) error {
+	switch {
+	case errors.Is(err, ErrConflict):
+		return &wire.Error{Code: codeConflict, Retry: wire.RetryFatal, Message: err.Error()}
+	case errors.Is(err, ErrNotFound):
+		return &wire.Error{Code: wire.CodeNotFound, Retry: wire.RetryFatal, Message: err.Error()}
+	}
+	return err
 }
 
 func validateRegistration(reg wire.BrokerRegistration) error {
@@ -127,7 +142,7 @@ func (s *Service) deleteBroker(r *http.Request, _ *auth.Identity) (int, any, err
 }
 
 func (s *Service) listBrokers(r *http.Request, _ *auth.Identity) (int, any, error) {
-	items, err := s.store.Brokers(r.Context())
+	items, err := s.Brokers(r.Context())
 	if items == nil {
 		items = []wire.Broker{}
 	}
@@ -135,7 +150,7 @@ func (s *Service) listBrokers(r *http.Request, _ *auth.Identity) (int, any, erro
 }
 
 func (s *Service) getFleetFeatures(r *http.Request, _ *auth.Identity) (int, any, error) {
-	view, err := s.store.FleetFeatures(r.Context())
+	view, err := s.FleetFeatures(r.Context())
 	return http.StatusOK, view, err
 }
 
@@ -161,4 +176,12 @@ func (s *Service) finalizeFeatures(r *http.Request, _ *auth.Identity) (int, any,
 	}
 	s.log.Info("fleet features finalized", "features", req.Features)
 	return s.getFleetFeatures(r, nil)
+}
+
+// Brokers lists the registered brokers, ordered by node id.
+func (s *Service) Brokers(ctx context.Context) ([]wire.Broker, error) { return s.store.Brokers(ctx) }
+
+// FleetFeatures returns the fleet-wide feature gate.
+func (s *Service) FleetFeatures(ctx context.Context) (wire.FleetFeaturesView, error) {
+	return s.store.FleetFeatures(ctx)
 }
