@@ -146,11 +146,20 @@ type registration struct {
 	onFatal func(error)
 }
 
-// refused reports whether the control plane refused the call (as opposed
-// to failing to answer it).
+// refused reports whether the control plane refused a heartbeat (as
+// opposed to failing to answer it): the broker registers again.
 func refused(err error) bool {
 	var we *wire.Error
 	return errors.As(err, &we) && (we.Code == "conflict" || we.Code == wire.CodeNotFound || we.Code == wire.CodeInvalidRequest)
+}
+
+// registrationRefused reports whether the control plane refused a
+// registration for good (a duplicate node id, a missing finalized
+// feature, a bad field). not_found is not one: a control plane of an
+// earlier release has no registry, and the broker keeps trying.
+func registrationRefused(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && (we.Code == "conflict" || we.Code == wire.CodeInvalidRequest)
 }
 
 // prepareRegistration builds the registration for a listener at ln.
@@ -206,7 +215,7 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 			switch {
 			case ctx.Err() != nil:
 				return
-			case refused(err):
+			case registrationRefused(err):
 				r.onFatal(fmt.Errorf("the control plane refused this broker's registration: %w", err))
 				return
 			case err != nil:
@@ -248,7 +257,7 @@ func (s *Server) registerAtStart(ctx context.Context, ln net.Addr) (*registratio
 	}
 	err = reg.register(ctx)
 	switch {
-	case refused(err):
+	case registrationRefused(err):
 		return nil, false, fmt.Errorf("broker: the control plane refused this broker's registration: %w", err)
 	case err != nil:
 		s.log.Warn("cannot register with the control plane yet; retrying in the background", "node_id", reg.self.NodeID, "err", err)

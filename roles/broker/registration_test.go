@@ -143,7 +143,9 @@ func TestBrokerRegistersAgainWhenAHeartbeatIsRefused(t *testing.T) {
 
 func TestBrokerRetriesAnUnreachableControlPlane(t *testing.T) {
 	reg := newFakeRegistry()
-	reg.regErrs = []error{errors.New("connection refused"), errors.New("connection refused")}
+	// A network error, then a control plane without a registry (an
+	// earlier release answers not_found): both are retried.
+	reg.regErrs = []error{errors.New("connection refused"), &wire.Error{Code: wire.CodeNotFound, Retry: wire.RetryFatal, Message: "no route"}}
 	if _, err := startRegistered(t, t.TempDir(), reg, nil); err != nil {
 		t.Fatalf("an unreachable control plane failed the start: %v", err)
 	}

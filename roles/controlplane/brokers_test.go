@@ -188,7 +188,7 @@ func TestExpiryLoopRunsOnTicks(t *testing.T) {
 	_, err = svc.RegisterBroker(bg, testRegistration("b1", "s1"))
 	must(t, err)
 	tick := func() { tickC <- time.Time{}; tickC <- time.Time{} } // the second send waits out the first sweep
-	tick()                                                       // the leader starts counting
+	tick()                                                        // the leader starts counting
 	clock.Add(2 * time.Second)
 	tick()
 	if br := brokerState(t, store, "b1"); br.State != wire.BrokerDown {
