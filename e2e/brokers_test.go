@@ -86,6 +86,12 @@ func TestBrokerRegistryAndFleetFeatures(t *testing.T) {
 	if f := featuresOf(ctx, t, n, "finalize", wire.FleetPublisherPrincipal)[wire.FleetPublisherPrincipal]; !f.Finalized {
 		t.Fatalf("after finalize: %+v", f)
 	}
+	// The broker learns the gate from its heartbeats' answers.
+	eventually(t, time.Minute, "the broker's fleet feature metric", func() bool {
+		return n.metric(`felix_broker_fleet_feature_enabled{feature="publisher_principal"}`) == 1 &&
+			n.metric(`felix_broker_fleet_feature_enabled{feature="jump_hash_routing"}`) == 1 &&
+			n.metric(`felix_broker_fleet_feature_enabled{feature="majority_ack"}`) == 0
+	})
 	if _, errOut, code := n.felix(ctx, "admin", "features", "finalize", wire.FleetMajorityAck); code == 0 || !strings.Contains(errOut, "broker-1") {
 		t.Fatalf("finalize of an unsupported feature: exit %d, %s", code, errOut)
 	}

@@ -100,6 +100,10 @@ type Broker struct {
 	DownAtMs int64 `json:"down_at_ms,omitempty"`
 	// ShardsOwned is how many shards are placed on it (0 until placement exists).
 	ShardsOwned int `json:"shards_owned"`
+	// FinalizedFeatures, in the answer to a registration or a heartbeat
+	// only, are the fleet features finalized at that moment: how a broker
+	// learns the gate.
+	FinalizedFeatures []string `json:"finalized_features,omitempty"`
 }
 
 // FleetFeature is one feature of GET /v1/fleet/features.

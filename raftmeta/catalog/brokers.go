@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -151,16 +152,35 @@ func (w *writer) registerBroker(b *brokerCmd) ([]byte, error) {
 	br.Features = slices.Clone(reg.Features)
 	slices.Sort(br.Features)
 	br.Features = slices.Compact(br.Features)
-	return w.putBroker(br)
+	return w.putAndAnswer(br)
+}
+
+// putAndAnswer stores br and answers with it and the finalized features
+// (which the stored record does not hold).
+func (w *writer) putAndAnswer(br wire.Broker) ([]byte, error) {
+	if _, err := w.putBroker(br); err != nil {
+		return nil, err
+	}
+	br.FinalizedFeatures = finalizedIn(w.tx)
+	return json.Marshal(br)
+}
+
+// finalizedIn returns the finalized features, in name order.
+func finalizedIn(tx *bolt.Tx) []string {
+	out := []string{}
+	prefix := finalizedKey("")
+	cur := tx.Bucket(catFleetBucket).Cursor()
+	for k, _ := cur.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = cur.Next() {
+		out = append(out, string(k[len(prefix):]))
+	}
+	return out
 }
 
 // missingFinalized returns the finalized features not in features.
 func (w *writer) missingFinalized(features []string) []string {
 	var missing []string
-	cur := w.tx.Bucket(catFleetBucket).Cursor()
-	prefix := finalizedKey("")
-	for k, _ := cur.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix); k, _ = cur.Next() {
-		if f := string(k[len(prefix):]); !slices.Contains(features, f) {
+	for _, f := range finalizedIn(w.tx) {
+		if !slices.Contains(features, f) {
 			missing = append(missing, f)
 		}
 	}
@@ -209,7 +229,7 @@ func (w *writer) heartbeatBroker(b *brokerCmd) ([]byte, error) {
 		return nil, conflict(fmt.Sprintf("broker %q is registered with storage identity %s, not %s: a stale or duplicate broker", b.NodeID, br.StorageID, b.StorageID))
 	}
 	br.LastHeartbeatMs = max(br.LastHeartbeatMs, b.AtMs) // a late copy never moves it back
-	return w.putBroker(br)
+	return w.putAndAnswer(br)
 }
 
 func (w *writer) markBrokerDown(b *brokerCmd) ([]byte, error) {
@@ -288,10 +308,8 @@ func brokersIn(tx *bolt.Tx) ([]wire.Broker, error) {
 func fleetView(tx *bolt.Tx, brokers []wire.Broker) wire.FleetFeaturesView {
 	names := slices.Clone(wire.FleetFeatures)
 	fleet := tx.Bucket(catFleetBucket)
-	prefix := finalizedKey("")
-	cur := fleet.Cursor()
-	for k, _ := cur.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix); k, _ = cur.Next() {
-		if f := string(k[len(prefix):]); !slices.Contains(names, f) {
+	for _, f := range finalizedIn(tx) {
+		if !slices.Contains(names, f) {
 			names = append(names, f)
 		}
 	}

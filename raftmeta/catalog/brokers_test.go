@@ -138,7 +138,16 @@ func featureState(t *testing.T, c *Catalog) map[string]wire.FleetFeature {
 func TestFleetNewClusterFinalizesAtFirstRegistration(t *testing.T) {
 	a := &applier{t: t, c: openTestCatalog(t)}
 	all := slices.Clone(wire.FleetFeatures)
-	a.record(CmdRegisterBroker(brokerReg("b1", "s1", all...), 1000))
+	br := a.record(CmdRegisterBroker(brokerReg("b1", "s1", all...), 1000))
+	if len(br.FinalizedFeatures) != len(all)-1 || slices.Contains(br.FinalizedFeatures, wire.FleetPublisherPrincipal) {
+		t.Fatalf("the registration's answer names finalized %v", br.FinalizedFeatures)
+	}
+	if br = a.record(CmdHeartbeatBroker("b1", "s1", 1100)); len(br.FinalizedFeatures) != len(all)-1 {
+		t.Fatalf("the heartbeat's answer names finalized %v", br.FinalizedFeatures)
+	}
+	if list, _ := a.c.Brokers(); list[0].FinalizedFeatures != nil {
+		t.Fatalf("the stored record holds the gate: %+v", list[0])
+	}
 	fs := featureState(t, a.c)
 	for _, name := range wire.FleetFeatures {
 		want := name != wire.FleetPublisherPrincipal

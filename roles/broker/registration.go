@@ -11,8 +11,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -144,6 +147,30 @@ type registration struct {
 	self    wire.BrokerRegistration
 	every   time.Duration
 	onFatal func(error)
+	// fleet holds felix_broker_fleet_feature_enabled{feature} for every
+	// feature this release knows: 1 once the control plane's answer to a
+	// registration or heartbeat lists it as finalized.
+	fleet map[string]*metrics.Gauge
+}
+
+// newFleetGauges registers the fleet feature gauges in set, all 0.
+func newFleetGauges(set *metrics.Set) map[string]*metrics.Gauge {
+	out := make(map[string]*metrics.Gauge, len(wire.FleetFeatures))
+	for _, f := range wire.FleetFeatures {
+		out[f] = set.NewGauge(fmt.Sprintf("felix_broker_fleet_feature_enabled{feature=%q}", f), nil)
+	}
+	return out
+}
+
+// learn records the gate an answer carried.
+func (r *registration) learn(br wire.Broker) {
+	for name, g := range r.fleet {
+		if slices.Contains(br.FinalizedFeatures, name) {
+			g.Set(1)
+		} else {
+			g.Set(0)
+		}
+	}
 }
 
 // refused reports whether the control plane refused a heartbeat (as
@@ -176,7 +203,7 @@ func (s *Server) prepareRegistration(ln net.Addr) (*registration, error) {
 	if every <= 0 {
 		every = DefaultHeartbeatInterval
 	}
-	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, self: wire.BrokerRegistration{
+	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
 		NodeID: n.ID, ClientAddrs: []string{advertised(n, ln)}, Zone: n.Zone, Region: n.Region,
 		Features: ImplementedFleetFeatures, StorageID: sid,
 	}}, nil
@@ -186,7 +213,10 @@ func (s *Server) prepareRegistration(ln net.Addr) (*registration, error) {
 func (r *registration) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
 	defer cancel()
-	_, err := r.reg.RegisterBroker(ctx, r.self)
+	br, err := r.reg.RegisterBroker(ctx, r.self)
+	if err == nil {
+		r.learn(br)
+	}
 	return err
 }
 
@@ -229,8 +259,11 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 			continue
 		}
 		hctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
-		_, err := r.reg.HeartbeatBroker(hctx, wire.BrokerHeartbeat{NodeID: r.self.NodeID, StorageID: r.self.StorageID})
+		br, err := r.reg.HeartbeatBroker(hctx, wire.BrokerHeartbeat{NodeID: r.self.NodeID, StorageID: r.self.StorageID})
 		cancel()
+		if err == nil {
+			r.learn(br)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -20,6 +20,7 @@ type fakeRegistry struct {
 	hbC             chan wire.BrokerHeartbeat
 	mu              sync.Mutex
 	regErrs, hbErrs []error
+	finalized       []string // answered by heartbeats
 }
 
 func newFakeRegistry() *fakeRegistry {
@@ -52,7 +53,7 @@ func (f *fakeRegistry) HeartbeatBroker(_ context.Context, hb wire.BrokerHeartbea
 	case f.hbC <- hb:
 	default:
 	}
-	return wire.Broker{}, err
+	return wire.Broker{FinalizedFeatures: f.finalized}, err
 }
 
 func receive[T any](t *testing.T, c <-chan T, what string) T {
@@ -126,6 +127,26 @@ func TestBrokerRegistersAndHeartbeats(t *testing.T) {
 	}
 	if other := receive(t, reg3.regC, "registration on a new directory"); other.StorageID == got.StorageID {
 		t.Fatal("a new data directory kept the old storage identity")
+	}
+}
+
+// The gate a heartbeat's answer carries is what
+// felix_broker_fleet_feature_enabled shows.
+func TestBrokerFleetFeatureMetric(t *testing.T) {
+	reg := newFakeRegistry()
+	reg.finalized = []string{wire.FleetJumpHashRouting}
+	srv, err := startRegistered(t, t.TempDir(), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, reg.hbC, "heartbeat")
+	receive(t, reg.hbC, "a second heartbeat") // the first one's answer was learnt
+	var out strings.Builder
+	srv.WriteMetrics(&out)
+	for _, want := range []string{`felix_broker_fleet_feature_enabled{feature="jump_hash_routing"} 1`, `felix_broker_fleet_feature_enabled{feature="majority_ack"} 0`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("metrics lack %s:\n%s", want, out.String())
+		}
 	}
 }
 
