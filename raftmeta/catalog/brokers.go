@@ -65,7 +65,8 @@ func CmdHeartbeatBroker(nodeID, storageID string, atMs int64) []byte {
 	return encodeCmd(catalogCmd{Op: opHeartbeatBroker, Broker: &brokerCmd{NodeID: nodeID, StorageID: storageID, AtMs: atMs}})
 }
 
-// CmdMarkBrokerDown encodes the leader's verdict that a live broker whose
+// CmdMarkBrokerDown encodes the leader's verdict that a live (or
+// draining) broker whose
 // last heartbeat was seenHeartbeatMs has expired, at atMs. The result is
 // "1" when it was marked down, "0" when it was no longer live or had
 // heartbeated since.
@@ -234,7 +235,7 @@ func (w *writer) heartbeatBroker(b *brokerCmd) ([]byte, error) {
 
 func (w *writer) markBrokerDown(b *brokerCmd) ([]byte, error) {
 	br, has, err := w.broker(b.NodeID)
-	if err != nil || !has || br.State != wire.BrokerLive || br.LastHeartbeatMs != b.SeenHeartbeatMs {
+	if err != nil || !has || !br.State.Serving() || br.LastHeartbeatMs != b.SeenHeartbeatMs {
 		return []byte(resultFalse), err
 	}
 	br.State, br.DownAtMs = wire.BrokerDown, b.AtMs

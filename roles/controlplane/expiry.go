@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/felixmq/felix/wire"
 )
 
 // ExpiryConfig times the broker expiry loop (defaults from the spec).
@@ -154,7 +152,7 @@ func (e *expiry) sweep(ctx context.Context) error {
 	}
 	limit := e.cfg.Timeout + e.cfg.Margin
 	for _, br := range brokers {
-		if br.State != wire.BrokerLive {
+		if !br.State.Serving() {
 			continue
 		}
 		last := time.UnixMilli(br.LastHeartbeatMs)
