@@ -114,9 +114,11 @@ func TestBrokerRegistryAndFleetFeatures(t *testing.T) {
 	// by the leader; continued, it registers again.
 	b2 := startBroker(t, n, "FELIX_NODE_ID=broker-2", "FELIX_NODE_ZONE=zone-b", "FELIX_NODE_HEARTBEAT_INTERVAL_MS=100")
 	t.Cleanup(func() {
-		b2.Process.Signal(syscall.SIGCONT)
-		b2.Process.Signal(syscall.SIGTERM)
-		b2.Wait()
+		if b2.ProcessState == nil { // still running
+			b2.Process.Signal(syscall.SIGCONT)
+			b2.Process.Signal(syscall.SIGTERM)
+			b2.Wait()
+		}
 	})
 	state := func() wire.BrokerState { return brokersOf(ctx, t, n)["broker-2"].State }
 	eventually(t, time.Minute, "broker-2 live", func() bool { return state() == wire.BrokerLive })
@@ -129,5 +131,16 @@ func TestBrokerRegistryAndFleetFeatures(t *testing.T) {
 	eventually(t, time.Minute, "broker-2 live again", func() bool { return state() == wire.BrokerLive })
 	if b := brokersOf(ctx, t, n)["broker-2"]; b.Registrations != 2 || b.Zone != "zone-b" {
 		t.Fatalf("broker-2 after its return: %+v", b)
+	}
+
+	// Stopped for good and deregistered by the operator.
+	b2.Process.Signal(syscall.SIGTERM)
+	b2.Wait()
+	n.mustFelix(ctx, "admin", "brokers", "deregister", "broker-2", "--yes")
+	if s := state(); s != wire.BrokerDeregistered {
+		t.Fatalf("broker-2 after deregister: %s", s)
+	}
+	if _, errOut, code := n.felix(ctx, "admin", "brokers", "deregister", "ghost", "--yes"); code == 0 || !strings.Contains(errOut, "ghost") {
+		t.Fatalf("deregister of an unknown broker: exit %d, %s", code, errOut)
 	}
 }

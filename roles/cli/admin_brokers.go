@@ -25,12 +25,12 @@ func brokersCommand() *cli.Command {
 	return group(&cli.Command{
 		Name:      "brokers",
 		Usage:     "show the brokers registered with the control plane",
-		UsageText: "felix admin brokers list [-o json]",
+		UsageText: "felix admin brokers list [-o json]\nfelix admin brokers deregister NODE [--yes]",
 		Description: "Shows every broker that registered with the control plane: its node id, the addresses\n" +
 			"clients reach it at, its zone, its state (live, down after its heartbeats stopped, or\n" +
 			"deregistered), the shards placed on it and its last heartbeat. Example:\n\n" +
 			"   felix admin brokers list",
-		Subcommands: []*cli.Command{brokersListCommand()},
+		Subcommands: []*cli.Command{brokersListCommand(), brokersDeregisterCommand()},
 	})
 }
 
@@ -60,6 +60,42 @@ func brokersListCommand() *cli.Command {
 					return p.JSON(brokers)
 				}
 				return printBrokers(p, brokers, time.Now())
+			})
+		},
+	})
+}
+
+// DeregisterBroker removes a broker from the fleet (DELETE /v1/brokers/{node}).
+func (a *AdminClient) DeregisterBroker(ctx context.Context, node string) error {
+	return a.do(ctx, http.MethodDelete, apiPath("brokers", node), nil, nil, nil)
+}
+
+func brokersDeregisterCommand() *cli.Command {
+	return leaf(&cli.Command{
+		Name:      "deregister",
+		Usage:     "remove a broker that is gone for good from the fleet",
+		ArgsUsage: "NODE",
+		UsageText: "felix admin brokers deregister NODE [--yes]",
+		Description: "Marks the broker NODE deregistered, so it no longer counts for the feature gate. Stop\n" +
+			"it first: a broker still running registers again at its next heartbeat. On a terminal it\n" +
+			"asks first; otherwise --yes is required. Example:\n\n   felix admin brokers deregister broker-3 --yes",
+		Flags: clientFlags(&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "deregister without asking"}),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, 1); err != nil {
+				return err
+			}
+			return withAdmin(c, func(a *AdminClient, _ Settings, p printer) error {
+				node := c.Args().First()
+				if err := confirm(c, "broker "+node); err != nil {
+					return err
+				}
+				if err := a.DeregisterBroker(c.Context, node); err != nil {
+					return err
+				}
+				if p.json {
+					return p.JSON(map[string]string{"deregistered": node})
+				}
+				return p.Line("deregistered broker %s", node)
 			})
 		},
 	})
