@@ -129,7 +129,7 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
-	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog}
+	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog, catBrokersBucket, catFleetBucket}
 	for _, k := range FeedKinds {
 		names = append(names, liveBucket(k), logBucket(k))
 	}
@@ -265,6 +265,8 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 		return nil, w.applyRecord(cmd)
 	case opImport:
 		return w.applyImport(cmd.Import)
+	case opRegisterBroker, opHeartbeatBroker, opMarkBrokerDown, opDeregisterBroker, opFinalizeFeatures:
+		return w.applyBrokerCmd(cmd)
 	}
 	return nil, badCommand(fmt.Sprintf("unknown op %q", cmd.Op))
 }

@@ -171,7 +171,7 @@ func TestCatalogOutcomes(t *testing.T) {
 }
 
 func FuzzCatalogApply(f *testing.F) {
-	for _, cmd := range catalogScript()[:20] {
+	for _, cmd := range append(catalogScript()[:20], brokerScript()...) {
 		f.Add(cmd)
 	}
 	c, err := OpenCatalog(filepath.Join(f.TempDir(), "catalog.db"), CatalogNoSync())

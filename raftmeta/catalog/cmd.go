@@ -91,6 +91,7 @@ type catalogCmd struct {
 	Namespace *wire.Namespace   `json:"namespace,omitempty"`
 	Batch     *Batch            `json:"batch,omitempty"`
 	Import    *Import           `json:"import,omitempty"`
+	Broker    *brokerCmd        `json:"broker,omitempty"` // the broker registry's commands (brokers.go)
 	// Request, when set, makes the command exactly-once: a second entry
 	// with the same request id is not applied again and answers with the
 	// first one's outcome, so a proposer may re-propose a command whose

@@ -5,8 +5,9 @@
 // Catalog is the control plane's StateMachine: tenants, namespaces,
 // streams, caches and revocations (each with a live bucket and a change
 // log whose bucket sequence is the feed cursor), a meta map, RBAC record
-// buckets (policies, assignments) and batch idempotency keys, in one bbolt
-// file with the applied index. Commands are versioned JSON built by the
+// buckets (policies, assignments), batch idempotency keys, the broker
+// registry and the fleet feature gate (brokers.go), in one bbolt file
+// with the applied index. Commands are versioned JSON built by the
 // Cmd* functions; Apply never reads a clock (the proposer stamps times
 // into the command). Not-found, conflict and malformed commands are
 // deterministic outcomes (ErrNotFound, ErrConflict, ErrBadCommand): the

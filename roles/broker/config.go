@@ -95,6 +95,9 @@ type Config struct {
 	// Durable is the durable-stream storage. Without a Dir
 	// (FELIX_DURABLE_STORAGE_DIR) durable streams are served from memory.
 	Durable DurableConfig
+
+	// Node is this broker's identity in a cluster (registration.go).
+	Node NodeConfig
 	// MaxRecordsPerRead caps the records of one stream_read page and of one
 	// log page a catching-up subscription reads
 	// (FELIX_DURABLE_MAX_RECORDS_PER_READ, default 1000).
@@ -248,6 +251,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	r.bool(&c.AckOnCommit, "FELIX_ACK_ON_COMMIT")
 	c.AckOnEnqueue = !c.AckOnCommit && strings.TrimSpace(getenv("FELIX_ACK_ON_COMMIT")) != ""
 	r.durable(&c.Durable)
+	r.node(&c.Node)
 	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
 	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
 	r.int(&c.MaxOwedAcks, "FELIX_BROKER_MAX_OWED_ACKS", 1, 1<<20)

@@ -12,6 +12,19 @@
 //	<-srv.Synced()                                  // optional: first catalog sync done
 //	err = srv.Shutdown(ctx)                         // drain under ctx's deadline
 //
+// # Registration
+//
+// When Deps.Registry (or a Catalog that implements Registry) is set,
+// Start registers the broker with the control plane once its listener is
+// bound: node id, advertised address, zone, region, the fleet features it
+// implements and a storage identity kept in storage.id in the durable
+// storage directory. A refusal fails Start; an unreachable control plane
+// is retried in the background. A heartbeat task (stopped by Shutdown)
+// then heartbeats every FELIX_NODE_HEARTBEAT_INTERVAL_MS, registers again
+// when a heartbeat is refused, calls Deps.OnFatal when a registration is
+// refused later, and shows the gate its answers carry as
+// felix_broker_fleet_feature_enabled. See registration.go.
+//
 // # Streams
 //
 // Every stream a client opens begins with a JSON auth frame. A

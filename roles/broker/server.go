@@ -36,6 +36,14 @@ type Deps struct {
 	// Verifier checks client tokens. When nil, one is built that fetches
 	// keys from Catalog.JWKS.
 	Verifier *auth.Verifier
+	// Registry is where the broker registers and heartbeats (see
+	// registration.go). When nil, Catalog is used if it implements
+	// Registry; otherwise the broker does not register.
+	Registry Registry
+	// OnFatal is called (once, from a background goroutine) when the
+	// control plane refuses this broker for good, e.g. a duplicate node
+	// id; the owner should stop the broker. Default: log the error.
+	OnFatal func(error)
 }
 
 // Server is the broker as a network service. Create it with New, then
@@ -45,6 +53,8 @@ type Server struct {
 	log      *slog.Logger
 	tls      *tls.Config
 	catalog  catalogsync.Source
+	registry Registry    // nil: the broker does not register
+	onFatal  func(error) // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
 	streams  *streamRegistry   // open streams by principal
@@ -126,6 +136,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		synced:     make(chan struct{}),
 		coreClosed: make(chan struct{}),
 	}
+	s.registry, s.onFatal = deps.Registry, deps.OnFatal
+	if s.registry == nil {
+		s.registry, _ = deps.Catalog.(Registry)
+	}
+	if s.onFatal == nil {
+		s.onFatal = func(err error) { s.log.Error("broker refused by the control plane", "err", err) }
+	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
@@ -176,6 +193,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: listen %s: %w", s.cfg.ListenAddr, err)
 	}
+	reg, registered, err := s.registerAtStart(ctx, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	s.ln = ln
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
@@ -184,6 +206,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.runSync(s.bgCtx)
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
+	s.startHeartbeats(reg, registered)
 	return nil
 }
 

@@ -44,6 +44,21 @@
 // has Reset set and no items, and the reader must take a new snapshot and
 // drop whatever the snapshot no longer lists.
 //
+// # Broker registry
+//
+// Brokers register (POST /v1/brokers), heartbeat (POST
+// /v1/brokers/{node}/heartbeat) and are listed (GET /v1/brokers); the
+// records and the fleet feature gate (GET /v1/fleet/features, POST
+// /v1/fleet/features/finalize) live in the catalog state machine, which
+// decides every refusal (a duplicate node id, a heartbeat from an
+// unknown, down or deregistered broker, a finalize a live broker cannot
+// honour). The Service stamps times with its own clock; RegisterBroker
+// and HeartbeatBroker are also the in-process registry of felix serve's
+// broker. StartExpiry runs the expiry loop: on whichever member leads,
+// every sweep proposes mark-down for brokers silent past the expiry
+// time, counted from no earlier than when that member became leader.
+// docs/protocol.md, "Broker registry", has the bodies.
+//
 // # REST API
 //
 // JSON in and out; request bodies at most 1 MiB, unknown fields refused.

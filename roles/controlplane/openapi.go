@@ -31,7 +31,7 @@ func buildOpenAPI(routes []route) ([]byte, error) {
 		},
 		"paths": paths,
 		"components": obj{
-			"schemas": schemas(),
+			"schemas": withClusterSchemas(schemas()),
 			"securitySchemes": obj{
 				"felixToken": obj{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
 			},

@@ -113,5 +113,12 @@ func (s *Service) routes() []route {
 		{method: "GET", path: "/v1/catalog/{kind}/changes", scope: scopeCluster, summary: "Changes of a kind after a cursor",
 			query:    []param{{"since", "integer", "cursor: return changes with a greater sequence number (default 0)"}, {"limit", "integer", "most items to return (default 1000, at most 10000)"}},
 			response: "CatalogPage", status: ok, handle: s.getChanges},
+
+		{method: "POST", path: "/v1/brokers", scope: scopeCluster, summary: "Register a broker (a duplicate node id under another storage identity is refused while the first is live)", request: "BrokerRegistration", response: "Broker", status: ok, handle: s.postBroker},
+		{method: "GET", path: "/v1/brokers", scope: scopeCluster, summary: "List the registered brokers", response: "BrokerList", status: ok, handle: s.listBrokers},
+		{method: "POST", path: "/v1/brokers/{node}/heartbeat", scope: scopeCluster, summary: "A live broker's heartbeat (refused when it is unknown, down or deregistered: it registers again)", request: "BrokerHeartbeat", response: "Broker", status: ok, handle: s.postHeartbeat},
+		{method: "DELETE", path: "/v1/brokers/{node}", scope: scopeCluster, summary: "Deregister a broker", status: gone, handle: s.deleteBroker},
+		{method: "GET", path: "/v1/fleet/features", scope: scopeCluster, summary: "The fleet-wide feature gate: each feature, whether every live broker supports it, whether it is finalized", response: "FleetFeatures", status: ok, handle: s.getFleetFeatures},
+		{method: "POST", path: "/v1/fleet/features/finalize", scope: scopeCluster, summary: "Turn fleet features on for good (none named: every supported one); refused while a live broker lacks one", request: "FinalizeRequest", response: "FleetFeatures", status: ok, handle: s.finalizeFeatures},
 	}
 }

@@ -57,6 +57,8 @@ type Service struct {
 	x        *authExtras            // token exchange, refresh and OIDC state
 	// clusterID caches ClusterID once known.
 	clusterID atomic.Pointer[string]
+	// expiry is the broker expiry loop once StartExpiry ran (nil before).
+	expiry *expiryRunner
 }
 
 // startTimeout bounds the store reads and writes of NewContext (loading or
@@ -220,8 +222,11 @@ func (s *Service) JWKS(ctx context.Context) ([]byte, error) {
 	return s.signer.Load().JWKS()
 }
 
-// Close closes the store.
-func (s *Service) Close() error { return s.store.Close() }
+// Close stops the broker expiry loop, then closes the store.
+func (s *Service) Close() error {
+	s.expiry.stop()
+	return s.store.Close()
+}
 
 func unknownKind(kind wire.CatalogKind) error {
 	return &wire.Error{Code: wire.CodeInvalidRequest, Retry: wire.RetryFatal,

@@ -123,6 +123,9 @@ type Store interface {
 	// Assignments lists a tenant's assignments, ordered by principal, role.
 	Assignments(ctx context.Context, tenant string) ([]Assignment, error)
 
+	// BrokerRegistry keeps the brokers and the fleet feature gate.
+	BrokerRegistry
+
 	// Ready reports whether this member can serve consistent calls (it is
 	// part of a working quorum).
 	Ready() bool

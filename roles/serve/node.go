@@ -190,13 +190,19 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(c.Context)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(c.Context)
+	defer cancel(nil)
+	n.abort = cancel
 	if err := n.start(ctx); err != nil {
 		return err
 	}
-	defer waitForSignal(ctx, log, o.ShutdownTimeout)()
-	return n.shutdown()
+	stopped := waitForSignal(ctx, log, o.ShutdownTimeout)
+	err = n.shutdown()
+	stopped()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cli.Exit("felix: "+cause.Error(), 1)
+	}
+	return err
 }
 
 // newNode checks the settings of the roles selected before anything
@@ -216,9 +222,30 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 			// beside the rest of the node's state.
 			bcfg.Durable.StorageDir = filepath.Join(o.DataDir, "log")
 		}
+		if bcfg.Node.ID == "" {
+			bcfg.Node.ID = defaultNodeID(c)
+		}
 		n.bcfg = bcfg
 	}
+	if withControlPlane {
+		exp, err := controlplane.ExpiryConfigFromEnv(o.env)
+		if err != nil {
+			return nil, cli.Exit(err.Error(), 2)
+		}
+		n.expiry = exp
+	}
 	return n, nil
+}
+
+// defaultNodeID is the broker's node id without FELIX_NODE_ID:
+// "broker-<raft node id>" (a member of a control plane group), else
+// "broker-1".
+func defaultNodeID(c *cli.Context) string {
+	id := c.Uint64("raft-node-id")
+	if id == 0 {
+		id = 1
+	}
+	return fmt.Sprintf("broker-%d", id)
 }
 
 // waitForSignal blocks until SIGINT, SIGTERM or the end of ctx. Until the

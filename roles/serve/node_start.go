@@ -35,7 +35,11 @@ type node struct {
 	log *slog.Logger
 
 	withControlPlane, withBroker bool
-	bcfg                         broker.Config // checked before anything starts
+	bcfg                         broker.Config             // checked before anything starts
+	expiry                       controlplane.ExpiryConfig // likewise
+	// abort ends the node's run with a cause (set by runNode): the
+	// broker calls it when the control plane refuses it for good.
+	abort context.CancelCauseFunc
 
 	// fault, when set (tests only), is called as each step begins with
 	// the step's name; an error it returns fails the step.
@@ -107,6 +111,7 @@ func (n *node) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	n.cp, n.ct, n.catalog = cp, ct, cp
+	cp.StartExpiry(n.expiry) // stopped by cp.Close
 	n.running.push(stepControlPlane, func(context.Context) error { return cp.Close() })
 	return nil
 }
@@ -141,7 +146,7 @@ func (n *node) startBroker(ctx context.Context) error {
 	cfg := n.bcfg
 	cfg.ListenAddr = n.o.BrokerAddr
 	verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
-	srv, err := broker.New(cfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: n.log, Verifier: verifier})
+	srv, err := broker.New(cfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: n.log, Verifier: verifier, OnFatal: n.fatal})
 	if err != nil {
 		return err
 	}
@@ -151,6 +156,14 @@ func (n *node) startBroker(ctx context.Context) error {
 		return fmt.Errorf("--broker-addr %s: %w", n.o.BrokerAddr, err)
 	}
 	return nil
+}
+
+// fatal stops the node because the control plane refused its broker.
+func (n *node) fatal(err error) {
+	n.log.Error("stopping: the control plane refused this broker", "err", err)
+	if n.abort != nil {
+		n.abort(err)
+	}
 }
 
 func (n *node) startMetrics(context.Context) error {

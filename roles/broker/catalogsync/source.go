@@ -1,6 +1,7 @@
 package catalogsync
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -119,13 +120,18 @@ func (h *httpSource) page(ctx context.Context, kind wire.CatalogKind, path strin
 // get performs one authenticated GET and returns the body of a 2xx answer,
 // failing over between members on connection errors and 5xx answers.
 func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
+	return h.call(ctx, http.MethodGet, path, nil)
+}
+
+// call is get for any method, with an optional JSON body.
+func (h *httpSource) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	start := h.cur.Load()
 	var err error
 	for i := range uint32(len(h.bases)) {
 		idx := (start + i) % uint32(len(h.bases))
 		var b []byte
 		var status int
-		b, status, err = h.do(ctx, h.bases[idx], path)
+		b, status, err = h.do(ctx, method, h.bases[idx], path, body)
 		if err == nil {
 			if idx != start {
 				h.cur.CompareAndSwap(start, idx)
@@ -139,13 +145,20 @@ func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
 	return nil, err
 }
 
-// do is one GET; status is 0 when no answer arrived.
-func (h *httpSource) do(ctx context.Context, base, path string) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+// do is one request; status is 0 when no answer arrived.
+func (h *httpSource) do(ctx context.Context, method, base, path string, body []byte) ([]byte, int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
-		return nil, 0, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if h.token != nil {
 		if tok := h.token(); tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -153,19 +166,19 @@ func (h *httpSource) do(ctx context.Context, base, path string) ([]byte, int, er
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("catalogsync: GET %s: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBody+1))
 	if err != nil {
-		return nil, 0, fmt.Errorf("catalogsync: GET %s: read body: %w", path, err)
+		return nil, 0, fmt.Errorf("catalogsync: %s %s: read body: %w", method, path, err)
 	}
 	if int64(len(b)) > h.maxBody {
-		return nil, resp.StatusCode, fmt.Errorf("catalogsync: GET %s: response larger than %d bytes", path, h.maxBody)
+		return nil, resp.StatusCode, fmt.Errorf("catalogsync: %s %s: response larger than %d bytes", method, path, h.maxBody)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, resp.StatusCode, &StatusError{Status: resp.StatusCode,
-			err: fmt.Errorf("catalogsync: GET %s: HTTP %d: %w", path, resp.StatusCode, errorFromBody(resp.StatusCode, b))}
+			err: fmt.Errorf("catalogsync: %s %s: HTTP %d: %w", method, path, resp.StatusCode, errorFromBody(resp.StatusCode, b))}
 	}
 	return b, resp.StatusCode, nil
 }
