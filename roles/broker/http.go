@@ -1,13 +1,16 @@
 package broker
 
 import (
+	"io"
 	"net/http"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/internal/metricdoc"
 )
 
 // HTTPHandler serves the broker's plain-HTTP endpoints: /metrics
-// (Prometheus text), /live (200 while the process runs) and /ready (200
+// (Prometheus text with HELP and TYPE for every family), /live (200 while the process runs) and /ready (200
 // once the first catalog sync finished and until the drain starts, 503
 // otherwise). Everything on it is read-only.
 //
@@ -16,13 +19,17 @@ import (
 // metrics when it runs in the same process), the sets registered with
 // metrics.RegisterSet (each Raft member's) and the Go and process
 // metrics, once. The broker's own sets are never registered globally, so
-// a second broker in the process shows up only on its own endpoint.
+// a second broker in the process shows up only on its own endpoint; the
+// SDK keeps its client metrics off the default set, so a server exports
+// only its own.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		s.WriteMetrics(w)
-		metrics.WritePrometheus(w, true)
+		metricdoc.Write(w, func(w io.Writer) {
+			s.writeOwnMetrics(w)
+			metrics.WritePrometheus(w, true)
+		})
 	})
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
