@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -10,9 +11,11 @@ import (
 )
 
 // HTTPHandler serves the broker's plain-HTTP endpoints: /metrics
-// (Prometheus text with HELP and TYPE for every family), /live (200 while the process runs) and /ready (200
-// once the first catalog sync finished and until the drain starts, 503
-// otherwise). Everything on it is read-only.
+// (Prometheus text with HELP and TYPE for every family), /live (200 while
+// the process runs) and /ready (200 once the first catalog sync finished
+// and until the drain starts, 503 otherwise). /live and /ready answer a
+// Health body in JSON, the same shape as the control plane's. Everything
+// on it is read-only.
 //
 // /metrics writes this broker's own sets (WriteMetrics), then what the
 // process registered globally: the default set (the control plane's
@@ -32,28 +35,55 @@ func (s *Server) HTTPHandler() http.Handler {
 		})
 	})
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
+		writeHealth(w, http.StatusOK, Health{Status: HealthOK})
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if reason := s.notReady(); reason != "" {
+			writeHealth(w, http.StatusServiceUnavailable, Health{Status: HealthNotReady, Reason: reason})
 			return
 		}
-		w.Write([]byte("ready\n"))
+		writeHealth(w, http.StatusOK, Health{Status: HealthReady})
 	})
 	return mux
 }
 
+// Health is the JSON body of /live and /ready, on the broker and on the
+// control plane alike (docs/operations.md).
+type Health struct {
+	// Status is HealthOK (/live), HealthReady or HealthNotReady (/ready).
+	Status string `json:"status"`
+	// Reason says why the server is not ready; empty otherwise.
+	Reason string `json:"reason,omitempty"`
+}
+
+// The values of Health.Status.
+const (
+	HealthOK       = "ok"
+	HealthReady    = "ready"
+	HealthNotReady = "not_ready"
+)
+
+func writeHealth(w http.ResponseWriter, code int, h Health) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(h)
+}
+
 // Ready reports whether the broker should receive traffic: the first
 // catalog sync has finished and the drain has not started.
-func (s *Server) Ready() bool {
+func (s *Server) Ready() bool { return s.notReady() == "" }
+
+// notReady says why the broker should not receive traffic, or "" when it
+// should.
+func (s *Server) notReady() string {
 	if s.drainingF.Load() {
-		return false
+		return "draining: the broker is shutting down"
 	}
 	select {
 	case <-s.synced:
-		return true
+		return ""
 	default:
-		return false
+		return "starting: the first catalog sync has not finished"
 	}
 }
