@@ -350,23 +350,28 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 	return nil
 }
 
-// flush writes what is still queued and finishes the event stream; the
-// connection's drain asks for it before closing the connection.
+// flush writes what is still queued, then ends the event stream with a
+// draining error frame and FIN, as a cache watch ends; the connection's
+// drain asks for it before closing the connection.
 func (w *eventWriter) flush() {
 	for {
 		env, ok := w.sub.TryNext()
 		if !ok {
-			w.es.Close()
-			return
+			break
 		}
 		if w.writeBatch(env) != nil {
 			return
 		}
 	}
+	last := wire.NewError(wire.CodeDraining, "broker is shutting down").ErrorMessage(w.withCodes)
+	if err := writeLast(w.es, last); err != nil {
+		w.c.srv.log.Debug("subscription ended without its draining frame", "subscription", w.id, "err", err)
+	}
 }
 
-// end closes the event stream: flushed when the connection is draining,
-// with an error frame when the stream was deleted, reset otherwise.
+// end closes the event stream: flushed and ended with a draining frame
+// when the connection is draining, with an error frame when the stream
+// was deleted, reset otherwise.
 func (w *eventWriter) end(err error) {
 	if w.kicked.Load() == nil && w.c.flushing.Load() && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
 		w.flush()
