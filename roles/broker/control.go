@@ -174,6 +174,10 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleCacheDelete(m)
 	case *wire.CacheWatch:
 		cs.handleCacheWatch(m)
+	case *wire.StreamInfo:
+		cs.handleStreamInfo(m)
+	case *wire.CacheKeys:
+		cs.handleCacheKeys(m)
 	case *wire.Auth:
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "stream is already authenticated"), nil)
 	default:

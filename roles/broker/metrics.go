@@ -51,6 +51,9 @@ type serverMetrics struct {
 	revokedStreams    *metrics.Counter
 
 	queueFullByTenant *tenantCounters
+
+	// deliveries counts delivered events per shard, for stream_info.
+	deliveries shardDeliveries
 }
 
 func newServerMetrics() *serverMetrics {

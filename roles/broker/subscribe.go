@@ -67,6 +67,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	cs.sendMsg(ok)
 	w.es, w.sub, w.id, w.key, w.flags = es, sub, id, st.Key(), cs.eventFlags(durable)
 	w.withCodes, w.lagged, w.who = cs.withCodes(), opts.EndOnLag, cs.id
+	w.delivered = cs.srv.metrics.deliveries.acquire(sh)
 	w.start()
 	return nil
 }
@@ -143,6 +144,9 @@ type eventWriter struct {
 	buf       []byte
 	broken    bool // a write failed, perhaps midway through a frame
 	replayed  bool // the log replay is done; drain only
+	// delivered counts the events written, for stream_info; released by
+	// finish.
+	delivered *deliveryCount
 }
 
 // start arms the writer and starts a first drain for what is already
@@ -307,6 +311,7 @@ func (w *eventWriter) finish() {
 		w.c.releaseStreamID(w.id)
 		w.c.releaseSub()
 		w.c.srv.metrics.subscriptions.Dec()
+		w.c.srv.metrics.deliveries.release(w.sub.Shard())
 	})
 }
 
@@ -327,6 +332,7 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 			return err
 		}
 		w.c.srv.metrics.deliveredMessages.Add(n)
+		w.delivered.n.Add(uint64(n))
 		return nil
 	}
 	// Several small frames: coalesce them into one write.
@@ -344,6 +350,7 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 		return err
 	}
 	w.c.srv.metrics.deliveredMessages.Add(n)
+	w.delivered.n.Add(uint64(n))
 	if cap(w.buf) > 4*cfg.EventBatchMaxBytes {
 		w.buf = nil
 	}
@@ -469,6 +476,7 @@ func (w *eventWriter) replay() error {
 			return err
 		}
 		w.c.srv.metrics.deliveredMessages.Add(len(recs))
+		w.delivered.n.Add(uint64(len(recs)))
 		from = next
 	}
 	if cap(w.buf) > 4*w.c.srv.cfg.EventBatchMaxBytes {
