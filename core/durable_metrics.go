@@ -8,6 +8,21 @@ import (
 	flog "github.com/felixmq/felix/log"
 )
 
+// durableHelp is the HELP text of the durable-storage metric families.
+var durableHelp = map[string]string{
+	"felix_durable_shards_refused_total":   "Durable shards left unavailable because their log could not be claimed or opened.",
+	"felix_durable_publish_no_space_total": "Durable publishes refused because the disk had no space.",
+	"felix_subscriptions_lagged_total":     "Durable subscriptions ended lagged because their queue had to drop a batch (the client resumes from the offset given).",
+	"felix_durable_replay_records_total":   "Records replayed from durable logs to resuming subscribers.",
+	"felix_durable_streams_held":           "Stream directories on disk that no served stream owns (kept, not deleted).",
+	"felix_durable_logs":                   "Durable logs open on this broker (one per durable shard).",
+	"felix_durable_log_bytes":              "Bytes on disk of the open durable logs.",
+	"felix_durable_log_segments":           "Segments of the open durable logs.",
+	"felix_durable_appends_total":          "Records appended to durable logs since the broker started.",
+	"felix_durable_fsyncs_total":           "fsync calls made by durable logs since the broker started.",
+	"felix_durable_fsync_seconds_total":    "Seconds spent in fsync by durable logs since the broker started.",
+}
+
 // durableMetrics are a broker's durable-storage metrics. The log package
 // registers nothing itself (a broker holds many logs); the broker sums
 // the Stats of its open logs at scrape time.

@@ -2,7 +2,22 @@ package core
 
 import (
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/internal/metricdoc"
 )
+
+// coreHelp is the HELP text of the core's metric families.
+var coreHelp = map[string]string{
+	"felix_sub_queue_dropped_total":             "Event batches dropped on the subscribe path because a subscriber queue was full, whatever the stream's policy.",
+	"felix_sub_queue_drop_old_emulated_total":   "Drops on DropOld streams, which behave as DropNew.",
+	"felix_subscribe_dropped_total":             "Subscriptions the broker ended (stream deleted or replaced, broker closed) rather than their owner.",
+	"felix_event_frames_encoded_total":          "Event frames encoded for publish batches (each batch encodes at most once per distinct flags value).",
+	"felix_cache_watches":                       "Cache watches open on this broker.",
+	"felix_cache_watch_changes_delivered_total": "Cache values and changes handed to watchers.",
+	"felix_cache_watch_lagged_total":            "Cache watches ended because they fell behind the change history.",
+	"felix_cache_watch_history_bytes":           "Bytes held in the cache watch change history.",
+	"felix_cache_watch_queued_bytes":            "Bytes of changes queued for cache watchers and not yet delivered.",
+}
 
 // coreMetrics are one broker core's metrics, kept in a set of its own
 // (as raftmeta keeps one per member) so that several brokers can live in
@@ -38,6 +53,8 @@ type coreMetrics struct {
 }
 
 func newCoreMetrics() *coreMetrics {
+	metricdoc.Describe(coreHelp)
+	metricdoc.Describe(durableHelp)
 	s := metrics.NewSet()
 	m := &coreMetrics{
 		set:                 s,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -156,10 +155,16 @@ func (n *node) waitReady(deadline time.Time) {
 	for {
 		resp, err := http.Get(n.metrics + "/ready")
 		if err == nil {
-			io.Copy(io.Discard, resp.Body)
+			var h struct{ Status, Reason string }
+			derr := json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && derr == nil && h.Status == "ready" {
 				return
+			}
+			if derr != nil {
+				err = fmt.Errorf("/ready %d: not a JSON health body: %w", resp.StatusCode, derr)
+			} else {
+				err = fmt.Errorf("/ready %d: %s %s", resp.StatusCode, h.Status, h.Reason)
 			}
 		}
 		if time.Now().After(deadline) {

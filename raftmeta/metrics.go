@@ -4,7 +4,22 @@ import (
 	"fmt"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/internal/metricdoc"
 )
+
+// raftHelp is the HELP text of a member's metric families.
+var raftHelp = map[string]string{
+	"felix_raft_term":                      "This member's current Raft term.",
+	"felix_raft_commit_index":              "Index of the last Raft entry this member knows committed.",
+	"felix_raft_applied_index":             "Index of the last Raft entry this member applied to its state machine.",
+	"felix_raft_is_leader":                 "1 while this member leads its Raft group, 0 otherwise.",
+	"felix_raft_proposals_total":           "Commands proposed through this member.",
+	"felix_raft_proposal_failures_total":   "Proposals through this member that returned an error.",
+	"felix_raft_snapshots_total":           "Snapshots this member took of its state machine.",
+	"felix_raft_snapshots_installed_total": "Snapshots this member installed from its leader.",
+	"felix_raft_messages_dropped_total":    "Raft messages to peers dropped (peer unreachable or its queue full).",
+}
 
 // nodeMetrics are one member's metrics, labelled member="<id>" and kept in
 // their own set (registered globally while the node is open) so several
@@ -23,6 +38,7 @@ type nodeMetrics struct {
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
+	metricdoc.Describe(raftHelp)
 	s := metrics.NewSet()
 	name := func(base string) string { return fmt.Sprintf(`%s{member="%d"}`, base, n.cfg.ID) }
 	m := &nodeMetrics{

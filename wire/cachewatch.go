@@ -116,7 +116,7 @@ func newCacheWatchMessage(t string) Message {
 	case "cache_watch_lagged":
 		return &CacheWatchLagged{}
 	}
-	return nil
+	return newInfoMessage(t)
 }
 
 // Validate checks the required fields of a cache_watch.

@@ -37,6 +37,12 @@ type connection struct {
 	// flushing is set once writers must flush and finish (flushWriters):
 	// a flag the writers read on every step.
 	flushing atomic.Bool
+	// parked counts the request streams waiting for the first byte of a
+	// frame (see idleReader); once draining is set, each park signals
+	// parkC (one slot, never blocking), which the drain waits on.
+	parked   atomic.Int64
+	draining atomic.Bool
+	parkC    chan struct{}
 
 	mu          sync.Mutex
 	readers     map[readDeadliner]struct{} // request streams, for the drain
@@ -70,6 +76,7 @@ func newConnection(s *Server, qc *quic.Conn, source string) *connection {
 		ctx:     qc.Context(),
 		readers: map[readDeadliner]struct{}{},
 		live:    map[waker]struct{}{},
+		parkC:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	c.acceptCtx, c.stopAccept = context.WithCancel(c.ctx)
@@ -191,7 +198,9 @@ func (c *connection) releaseSub() {
 }
 
 // drain ends the connection gracefully: no new streams; the streams in
-// flight get until graceCtx ends to finish by themselves; then they stop
+// flight get until graceCtx ends to finish by themselves (streams idle
+// between frames, such as a subscriber's control stream, are not waited
+// for: waitRequests); then they stop
 // reading and answer what they read (bounded by ctx, and when ctx ends
 // with answers still owed, by late: the broker's work was cancelled, so
 // they are errors); then subscriptions write what is queued for them and
@@ -200,11 +209,7 @@ func (c *connection) releaseSub() {
 func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	c.stopAccept()
 	c.acceptWG.Wait()
-	select {
-	case <-c.requests.idleC():
-	case <-graceCtx.Done():
-	case <-c.done:
-	}
+	c.waitRequests(graceCtx)
 	c.interruptReads()
 	select {
 	case <-c.requests.idleC():

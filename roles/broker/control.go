@@ -75,7 +75,7 @@ func (c *connection) serveControl(st *quic.Stream) {
 	defer c.track(st)()
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	cs := &controlStream{c: c, srv: c.srv, r: st, rd: st, ctx: ctx}
+	cs := &controlStream{c: c, srv: c.srv, r: &idleReader{r: st, c: c}, rd: st, ctx: ctx}
 	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, c.srv.metrics.outAckDepth, cancel)
 	defer cs.release()
 	end := cs.loop()
@@ -90,7 +90,7 @@ func (c *connection) serveControl(st *quic.Stream) {
 func (c *connection) serveIngress(rs *quic.ReceiveStream) {
 	defer c.requests.done()
 	defer c.track(rs)()
-	cs := &controlStream{c: c, srv: c.srv, r: rs, rd: rs, ctx: c.ctx}
+	cs := &controlStream{c: c, srv: c.srv, r: &idleReader{r: rs, c: c}, rd: rs, ctx: c.ctx}
 	defer cs.release()
 	if cs.loop() == endRefused {
 		rs.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
@@ -101,6 +101,7 @@ func (c *connection) serveIngress(rs *quic.ReceiveStream) {
 func (cs *controlStream) loop() loopEnd {
 	fr := wire.NewFrameReader(cs.r, cs.srv.cfg.MaxFrameBytes)
 	for {
+		betweenFrames(cs.r)
 		// Owned frames: a binary publish keeps its payloads without a copy.
 		f, err := fr.NextOwned()
 		if err != nil {
@@ -173,6 +174,10 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleCacheDelete(m)
 	case *wire.CacheWatch:
 		cs.handleCacheWatch(m)
+	case *wire.StreamInfo:
+		cs.handleStreamInfo(m)
+	case *wire.CacheKeys:
+		cs.handleCacheKeys(m)
 	case *wire.Auth:
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "stream is already authenticated"), nil)
 	default:

@@ -7,7 +7,27 @@ import (
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/internal/metricdoc"
 )
+
+// serverHelp is the HELP text of the network service's metric families.
+var serverHelp = map[string]string{
+	"felix_broker_connections":                   "QUIC connections open on this broker.",
+	"felix_sub_active_connections":               "Connections with at least one subscription open.",
+	"felix_broker_subscriptions":                 "Subscriptions open on this broker.",
+	"felix_broker_out_ack_depth":                 "Publish acknowledgements queued for their connections' writers.",
+	"felix_broker_ingress_queue_depth":           "Publish batches waiting in the ingress queue for a publish worker.",
+	"felix_publish_messages_total":               "Messages accepted by publishes on this broker.",
+	"felix_publish_bytes_total":                  "Bytes accepted by publishes on this broker, payloads with their per-message overhead.",
+	"felix_delivered_messages_total":             "Messages written to subscribers by this broker.",
+	"felix_broker_acked_publishes_dropped_total": "Publishes acknowledged on enqueue that then failed to be committed.",
+	"felix_broker_auth_failures_total":           "Authentications refused (bad, expired or revoked token).",
+	"felix_broker_connections_refused_total":     "Connections refused because their source already held the maximum number of connections.",
+	"felix_broker_ingress_dropped_total":         "Fire-and-forget publishes dropped because the ingress queue was full.",
+	"felix_broker_revoked_streams_total":         "QUIC streams ended because a revocation named their token or principal.",
+	"felix_tenant_publish_queue_full_total":      "Publishes that found the publish queue full (acked ones refused with overloaded, others dropped), by tenant (at most 1000 tenant labels, then other).",
+}
 
 // serverMetrics are one Server's metrics, kept in a set of its own (next
 // to its core's, see core.Broker.Metrics) so that several brokers can
@@ -31,9 +51,13 @@ type serverMetrics struct {
 	revokedStreams    *metrics.Counter
 
 	queueFullByTenant *tenantCounters
+
+	// deliveries counts delivered events per shard, for stream_info.
+	deliveries shardDeliveries
 }
 
 func newServerMetrics() *serverMetrics {
+	metricdoc.Describe(serverHelp)
 	s := metrics.NewSet()
 	return &serverMetrics{
 		set:               s,
@@ -62,7 +86,14 @@ func (m *serverMetrics) watchIngress(depth func() int) {
 // WriteMetrics writes this broker's own metrics (its core's and its
 // network service's) in Prometheus text; HTTPHandler's /metrics adds the
 // process-wide ones.
+//
+// The text carries "# HELP" and "# TYPE" lines for every family (see
+// internal/metricdoc).
 func (s *Server) WriteMetrics(w io.Writer) {
+	metricdoc.Write(w, s.writeOwnMetrics)
+}
+
+func (s *Server) writeOwnMetrics(w io.Writer) {
 	s.core.Metrics().WritePrometheus(w)
 	s.metrics.set.WritePrometheus(w)
 }

@@ -67,6 +67,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	cs.sendMsg(ok)
 	w.es, w.sub, w.id, w.key, w.flags = es, sub, id, st.Key(), cs.eventFlags(durable)
 	w.withCodes, w.lagged, w.who = cs.withCodes(), opts.EndOnLag, cs.id
+	w.delivered = cs.srv.metrics.deliveries.acquire(sh)
 	w.start()
 	return nil
 }
@@ -143,6 +144,9 @@ type eventWriter struct {
 	buf       []byte
 	broken    bool // a write failed, perhaps midway through a frame
 	replayed  bool // the log replay is done; drain only
+	// delivered counts the events written, for stream_info; released by
+	// finish.
+	delivered *deliveryCount
 }
 
 // start arms the writer and starts a first drain for what is already
@@ -307,6 +311,7 @@ func (w *eventWriter) finish() {
 		w.c.releaseStreamID(w.id)
 		w.c.releaseSub()
 		w.c.srv.metrics.subscriptions.Dec()
+		w.c.srv.metrics.deliveries.release(w.sub.Shard())
 	})
 }
 
@@ -327,6 +332,7 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 			return err
 		}
 		w.c.srv.metrics.deliveredMessages.Add(n)
+		w.delivered.n.Add(uint64(n))
 		return nil
 	}
 	// Several small frames: coalesce them into one write.
@@ -344,29 +350,35 @@ func (w *eventWriter) writeBatch(env *core.Envelope) error {
 		return err
 	}
 	w.c.srv.metrics.deliveredMessages.Add(n)
+	w.delivered.n.Add(uint64(n))
 	if cap(w.buf) > 4*cfg.EventBatchMaxBytes {
 		w.buf = nil
 	}
 	return nil
 }
 
-// flush writes what is still queued and finishes the event stream; the
-// connection's drain asks for it before closing the connection.
+// flush writes what is still queued, then ends the event stream with a
+// draining error frame and FIN, as a cache watch ends; the connection's
+// drain asks for it before closing the connection.
 func (w *eventWriter) flush() {
 	for {
 		env, ok := w.sub.TryNext()
 		if !ok {
-			w.es.Close()
-			return
+			break
 		}
 		if w.writeBatch(env) != nil {
 			return
 		}
 	}
+	last := wire.NewError(wire.CodeDraining, "broker is shutting down").ErrorMessage(w.withCodes)
+	if err := writeLast(w.es, last); err != nil {
+		w.c.srv.log.Debug("subscription ended without its draining frame", "subscription", w.id, "err", err)
+	}
 }
 
-// end closes the event stream: flushed when the connection is draining,
-// with an error frame when the stream was deleted, reset otherwise.
+// end closes the event stream: flushed and ended with a draining frame
+// when the connection is draining, with an error frame when the stream
+// was deleted, reset otherwise.
 func (w *eventWriter) end(err error) {
 	if w.kicked.Load() == nil && w.c.flushing.Load() && w.c.ctx.Err() == nil && w.es.Context().Err() == nil {
 		w.flush()
@@ -464,6 +476,7 @@ func (w *eventWriter) replay() error {
 			return err
 		}
 		w.c.srv.metrics.deliveredMessages.Add(len(recs))
+		w.delivered.n.Add(uint64(len(recs)))
 		from = next
 	}
 	if cap(w.buf) > 4*w.c.srv.cfg.EventBatchMaxBytes {

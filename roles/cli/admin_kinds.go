@@ -93,7 +93,7 @@ func streamKind() resourceKind[wire.StreamSpec] {
 		del: func(ctx context.Context, a *AdminClient, s Settings, name string, _ bool) error {
 			return a.DeleteStream(ctx, s.Tenant, s.Namespace, name)
 		},
-		more: []*cli.Command{streamUpdateCommand()},
+		more: []*cli.Command{streamUpdateCommand(), streamInfoCommand()},
 	}
 }
 

@@ -16,7 +16,7 @@ func cacheCommand(tk toolkit) *cli.Command {
 			"   felix cache put sessions user-1 '{\"cart\":3}' --ttl 30m\n" +
 			"   felix cache get sessions user-1\n" +
 			"   felix cache watch sessions user-1",
-		Subcommands: []*cli.Command{cachePutCommand(tk), cacheGetCommand(tk), cacheDeleteCommand(tk), cacheWatchCommand(tk)},
+		Subcommands: []*cli.Command{cachePutCommand(tk), cacheGetCommand(tk), cacheDeleteCommand(tk), cacheWatchCommand(tk), cacheKeysCommand(tk)},
 	})
 }
 

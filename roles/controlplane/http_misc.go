@@ -86,9 +86,12 @@ func (s *Service) getJWKS(r *http.Request, _ *auth.Identity) (int, any, error) {
 	return http.StatusOK, json.RawMessage(b), err
 }
 
-// statusBody answers /live and /ready.
+// statusBody answers /live and /ready, in the shape the broker's
+// /live and /ready answer too (docs/operations.md): status is ok (/live),
+// ready, or not_ready with a reason (503).
 type statusBody struct {
 	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Service) getLive(*http.Request, *auth.Identity) (int, any, error) {
@@ -97,8 +100,8 @@ func (s *Service) getLive(*http.Request, *auth.Identity) (int, any, error) {
 
 func (s *Service) getReady(r *http.Request, _ *auth.Identity) (int, any, error) {
 	if !s.store.Ready() {
-		return 0, nil, &wire.Error{Code: wire.CodeShardUnavailable, Retry: wire.RetryRetry,
-			Message: "this control plane member cannot reach a quorum of its Raft group"}
+		return http.StatusServiceUnavailable, statusBody{Status: "not_ready",
+			Reason: "no quorum: this control plane member cannot reach a quorum of its Raft group"}, nil
 	}
 	return http.StatusOK, statusBody{Status: "ready"}, nil
 }

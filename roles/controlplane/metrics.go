@@ -6,7 +6,21 @@ import (
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/internal/metricdoc"
 )
+
+// controlPlaneHelp is the HELP text of the control plane's metric
+// families (the broker's /metrics writes them when both run in one
+// process).
+var controlPlaneHelp = map[string]string{
+	"felix_controlplane_requests_total":         "REST API requests answered, by route pattern and status code.",
+	"felix_controlplane_raft_reproposals_total": "Catalog writes proposed again because a leader change left their outcome unknown (each applies once).",
+	"felix_controlplane_token_exchanges_total":  "Token exchanges (an identity provider's token for a Felix token), by result: ok or the error code.",
+	"felix_controlplane_token_refreshes_total":  "Token refreshes, by result: ok, replay (a reused refresh token) or the error code.",
+}
+
+func init() { metricdoc.Describe(controlPlaneHelp) }
 
 // httpMetrics counts API requests by route pattern and status code. The
 // route label is the registered pattern, never the raw path, so the label

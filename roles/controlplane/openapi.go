@@ -125,7 +125,7 @@ func list(item string) obj {
 func schemas() obj {
 	return obj{
 		"Object": obj{"type": "object"},
-		"Status": object([]string{"status"}, obj{"status": str("ok or ready")}),
+		"Status": object([]string{"status"}, obj{"status": str("ok (/live), ready, or not_ready (503)"), "reason": str("why the member is not ready")}),
 		"JWKS": obj{"type": "object", "required": []string{"keys"}, "properties": obj{
 			"keys": obj{"type": "array", "items": obj{"type": "object", "description": "public ES256 JWK (kty EC, crv P-256, kid = RFC 7638 thumbprint)"}},
 		}},

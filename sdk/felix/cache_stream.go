@@ -121,6 +121,10 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.OffsetValue:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.StreamInfoOK:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.CacheKeysPage:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.SubscribeCursorError:
 		if m.RequestID == nil {
 			return cursorError(m)

@@ -146,6 +146,8 @@
 //
 // felix_client_publish_total, felix_client_publish_errors_total,
 // felix_client_events_received_total, felix_client_reconnects_total and
-// felix_client_subscription_resumes_total are registered in the
-// VictoriaMetrics default set.
+// felix_client_subscription_resumes_total and
+// felix_client_cache_watch_resumes_total are kept in the SDK's own set,
+// not in the VictoriaMetrics default set, so that a server in the same
+// process never exports them as its own; WriteMetrics writes them.
 package felix

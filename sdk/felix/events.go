@@ -16,8 +16,11 @@ func (s *Subscription) readFrame(fr *wire.FrameReader, dst []Event) ([]Event, er
 	}
 	b, err := decodeEventFrame(f)
 	if err != nil {
-		var lagged *SubscriptionLagged // the broker's last frame: a clean end
-		return dst, &streamEnd{err: err, clean: errors.As(err, &lagged)}
+		// The broker's last frame (lagged, or an error such as draining)
+		// is a clean end.
+		var lagged *SubscriptionLagged
+		var be *BrokerError
+		return dst, &streamEnd{err: err, clean: errors.As(err, &lagged) || errors.As(err, &be)}
 	}
 	for i, p := range b.payloads {
 		ev := b.event(i, p)
@@ -101,6 +104,11 @@ func decodeEventFrame(f wire.Frame) (eventBatch, error) {
 		}
 		return b, nil
 	case *wire.ErrorMsg:
+		if m.Code == wire.CodeDraining {
+			// The broker is shutting down: the subscription is lost (a
+			// ClusterSubscription resumes elsewhere) and says why.
+			return eventBatch{}, fmt.Errorf("%w: %w", ErrSubscriptionLost, fromWire(m.Err()))
+		}
 		return eventBatch{}, fromWire(m.Err())
 	case *wire.SubscriptionLagged:
 		return eventBatch{}, &SubscriptionLagged{SubscriptionID: m.SubscriptionID, ResumeFrom: m.ResumeFrom}
