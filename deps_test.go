@@ -25,13 +25,14 @@ var allowed = map[string][]string{
 	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
 	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane"},
-	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli"},
+	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta"},
 	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix"},
 	"sdk/felix":            {"wire", "sdk/felix"},
 	"e2e":                  {"sdk/felix", "wire", "e2e"},
-	"":                     {"roles/serve"}, // main
+	"":                     {"roles/serve", "internal/buildinfo"}, // main
 	"internal/testenv":     {},
+	"internal/buildinfo":   {}, // what the binary was built from: a leaf
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {},
 }

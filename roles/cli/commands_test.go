@@ -24,7 +24,7 @@ func TestVersionOutput(t *testing.T) {
 		t.Fatalf("text: %q, %v; want %q", r.stdout, r.err, want)
 	}
 	r = run(t, toolkit{}, nil, "version", "-o", "json")
-	var got map[string]string
+	var got map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.err != nil {
 		t.Fatalf("json %q: %v %v", r.stdout, err, r.err)
 	}
