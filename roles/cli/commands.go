@@ -19,7 +19,7 @@ type toolkit struct {
 }
 
 // Commands returns every client-side command: admin, pub, sub, read,
-// offset-for-time, cache, inspect and version.
+// offset-for-time, cache, inspect, version and completion.
 func Commands(build BuildInfo) []*cli.Command {
 	return commands(build, toolkit{connect: dialBroker})
 }
@@ -34,6 +34,7 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 		cacheCommand(tk),
 		inspectCommand(),
 		versionCommand(build),
+		completionCommand(),
 	}
 }
 
@@ -42,14 +43,14 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 // a stream called help instead of printing usage (--help still does).
 func leaf(cmd *cli.Command) *cli.Command {
 	cmd.HideHelpCommand = true
-	cmd.OnUsageError = onUsageError
+	cmd.OnUsageError = flagUsageError
 	return cmd
 }
 
 // group finishes a command that only holds subcommands: without one it
 // prints its help, and an unknown one is a usage error.
 func group(cmd *cli.Command) *cli.Command {
-	cmd.OnUsageError = onUsageError
+	cmd.OnUsageError = flagUsageError
 	cmd.Action = func(c *cli.Context) error {
 		if c.Args().Present() {
 			return usageErrorf(c, "unknown command %q", c.Args().First())

@@ -47,7 +47,7 @@ func ClientFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagBroker, Category: connCategory, EnvVars: []string{"FELIX_BROKER_ADDR"},
 			Usage: "broker QUIC address `HOST:PORT`"},
 		&cli.StringFlag{Name: flagControlPlane, Category: connCategory, EnvVars: []string{"FELIX_CONTROLPLANE_URL"},
-			Usage: "control plane REST `URL`, e.g. http://127.0.0.1:8081"},
+			Usage: "control plane REST `URL`, e.g. http://127.0.0.1:5080"},
 		&cli.StringFlag{Name: flagCAFile, Category: connCategory, EnvVars: []string{"FELIX_CA_FILE"},
 			Usage: "PEM `FILE` of the CA that signed the broker's certificate (default: system roots)"},
 		&cli.StringFlag{Name: flagTokenFile, Category: connCategory, EnvVars: []string{"FELIX_TOKEN_FILE"},
