@@ -13,9 +13,6 @@ import (
 	"github.com/felixmq/felix/sdk/felix"
 )
 
-// connectTimeout bounds dialing and authenticating to the broker.
-const connectTimeout = 10 * time.Second
-
 // brokerClient is the part of *felix.Client the commands use.
 type brokerClient interface {
 	PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack felix.AckMode) (felix.PublishResult, error)
@@ -58,7 +55,7 @@ func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	dctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout) // --connect-timeout
 	defer cancel()
 	c, err := felix.Connect(dctx, cfg)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 var felixEnv = []string{
 	"FELIX_BROKER_ADDR", "FELIX_CONTROLPLANE_URL", "FELIX_CA_FILE", "FELIX_TOKEN_FILE",
 	"FELIX_TOKEN", "FELIX_TENANT", "FELIX_NAMESPACE", "FELIX_DATA_DIR",
+	"FELIX_CLIENT_CONFIG", "FELIX_CONTEXT", "FELIX_CONNECT_TIMEOUT",
 }
 
 // clearEnv blanks every FELIX_* variable the commands read (an empty
@@ -28,6 +29,8 @@ func clearEnv(t *testing.T) {
 	for _, k := range felixEnv {
 		t.Setenv(k, "")
 	}
+	// No user config either: the tests' own settings only.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 }
 
 type result struct {
