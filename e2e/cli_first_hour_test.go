@@ -197,3 +197,31 @@ func TestConnectTimeoutApplies(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want exit 1 with an error", code, errOut)
 	}
 }
+
+// TestReleaseBuildStampsVersion builds felix the way a release does, with
+// -ldflags -X on internal/buildinfo, and checks both version commands
+// report the stamps.
+func TestReleaseBuildStampsVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary again")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "felix")
+	const pkg = "github.com/felixmq/felix/internal/buildinfo"
+	ldflags := "-X " + pkg + ".Version=v9.8.7 -X " + pkg + ".Commit=0123456789abcdef0123456789abcdef01234567 -X " + pkg + ".Date=2026-12-01T12:00:00Z"
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags, "-o", bin, "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if want := "felix version v9.8.7 (commit 0123456789ab, 2026-12-01T12:00:00Z)\n"; err != nil || string(out) != want {
+		t.Fatalf("--version: %q (%v), want %q", out, err, want)
+	}
+	out, err = exec.CommandContext(ctx, bin, "version", "-o", "json").Output()
+	var v map[string]any
+	if err != nil || json.Unmarshal(out, &v) != nil || v["version"] != "v9.8.7" ||
+		v["commit"] != "0123456789abcdef0123456789abcdef01234567" || v["date"] != "2026-12-01T12:00:00Z" || v["modified"] != false {
+		t.Fatalf("version -o json: %q (%v)", out, err)
+	}
+}

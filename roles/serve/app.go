@@ -30,7 +30,10 @@ func App(build BuildInfo) *cli.App {
 			"   felix serve &\n" +
 			"   felix admin stream create events\n" +
 			"   felix sub events --count 1 &\n" +
-			"   felix pub events hello",
+			"   felix pub events hello\n\n" +
+			"Elsewhere they read $XDG_CONFIG_HOME/felix/client.json (~/.config/felix/client.json), or the\n" +
+			"file --data-dir, --context or FELIX_CLIENT_CONFIG names (docs/operations.md, Client settings).\n" +
+			"Exit codes: 0 done, 1 failed (the error says why, often with a hint), 2 usage error.",
 		EnableBashCompletion: true, // the hook of `felix completion bash|zsh`
 		// Main reports errors and picks the exit code; the default handler would os.Exit.
 		ExitErrHandler: func(*cli.Context, error) {},
