@@ -67,7 +67,7 @@ func ClientFlags() []cli.Flag {
 			Usage: "namespace `NAME` (default: client.json, else \"default\")"},
 		&cli.DurationFlag{Name: flagConnTimeout, Category: connCategory, EnvVars: []string{"FELIX_CONNECT_TIMEOUT"}, Value: defaultConnectTimeout,
 			Usage: "give up connecting to the broker or control plane after `DURATION`"},
-		&cli.StringFlag{Name: flagDataDir, Category: connCategory, EnvVars: []string{"FELIX_DATA_DIR"}, Value: defaultDataDir,
+		&cli.StringFlag{Name: flagDataDir, Category: connCategory, EnvVars: []string{"FELIX_DATA_DIR"},
 			Usage: "`DIR` whose client.json (written by felix serve) supplies any setting not given. Without it: " +
 				"the file FELIX_CLIENT_CONFIG names, else --context's, else ./felix-data/client.json, " +
 				"else $XDG_CONFIG_HOME/felix/client.json (~/.config/felix/client.json)"},

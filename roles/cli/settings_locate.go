@@ -38,7 +38,7 @@ type clientFileSource struct {
 // where <config> is $XDG_CONFIG_HOME, else ~/.config. Relative paths in
 // the file are relative to the directory holding it.
 func locateClientFile(c *cli.Context) (clientFileSource, error) {
-	if c.IsSet(flagDataDir) && c.String(flagDataDir) != "" {
+	if c.String(flagDataDir) != "" {
 		return clientFileSource{path: filepath.Join(c.String(flagDataDir), clientFileName)}, nil
 	}
 	if p := strings.TrimSpace(os.Getenv(envClientConfig)); p != "" {
