@@ -76,8 +76,7 @@ func App(build BuildInfo) *cli.App {
 // Main runs the app on args and returns the process exit code.
 func Main(args []string, build BuildInfo) int {
 	app := App(build)
-	args = felixcli.PermuteArgs(app, args)
-	err := app.Run(args)
+	err := app.Run(permuteArgs(app, args))
 	if err == nil {
 		return 0
 	}
@@ -90,4 +89,20 @@ func Main(args []string, build BuildInfo) int {
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
 	return 1
+}
+
+// completionFlag is what the completion scripts append to the words typed
+// so far (felix completion bash|zsh): urfave answers with the words that
+// fit only when it comes last.
+const completionFlag = "--generate-bash-completion"
+
+// permuteArgs is felixcli.PermuteArgs, except for a completion request,
+// which must stay as typed: moved ahead of the positional arguments, the
+// flag would no longer be last, and `felix pub events hello --ack<TAB>`
+// would publish instead of completing.
+func permuteArgs(app *cli.App, args []string) []string {
+	if len(args) > 0 && args[len(args)-1] == completionFlag {
+		return args
+	}
+	return felixcli.PermuteArgs(app, args)
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
-
-	felixcli "github.com/felixmq/felix/roles/cli"
 )
 
 var testBuild = BuildInfo{Version: "v1.2.3", Commit: "0123456789abcdef0123", Date: "2026-12-01T00:00:00Z"}
@@ -23,7 +21,7 @@ func runApp(t *testing.T, args ...string) (stdout string, code int, msg string) 
 	app := App(testBuild)
 	var out, errb bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errb
-	err := app.Run(felixcli.PermuteArgs(app, append([]string{"felix"}, args...)))
+	err := app.Run(permuteArgs(app, append([]string{"felix"}, args...)))
 	if err == nil {
 		return out.String(), 0, ""
 	}
@@ -180,5 +178,18 @@ func TestCompletionScripts(t *testing.T) {
 	words, _ = complete("cache", "--generate-bash-completion")
 	if !slices.Contains(strings.Fields(words), "watch") {
 		t.Errorf("the completion hook does not offer cache's subcommands: %q", words)
+	}
+}
+
+// TestCompletionRequestsAreNotPermuted: a completion request keeps its
+// flag last, so it completes instead of running the command.
+func TestCompletionRequestsAreNotPermuted(t *testing.T) {
+	app := App(testBuild)
+	typed := []string{"felix", "pub", "events", "hello", "--ack", completionFlag}
+	if got := permuteArgs(app, typed); !slices.Equal(got, typed) {
+		t.Fatalf("permuted to %q", got)
+	}
+	if got := permuteArgs(app, []string{"felix", "pub", "events", "hello", "--ack"}); got[2] != "--ack" {
+		t.Fatalf("an ordinary command line is still permuted: %q", got)
 	}
 }
