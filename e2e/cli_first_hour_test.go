@@ -49,6 +49,7 @@ func TestCLIConventions(t *testing.T) {
 		{"bogus"}, {"--bogus"}, {"serve", "--bogus"}, {"controlplane", "--broker-addr", "x"},
 		{"sub", "events", "--count", "x"}, {"pub", "--bogus", "s", "m"}, {"cache", "nope"},
 		{"bench", "nope"}, {"admin", "stream", "nope"}, {"completion", "tcsh"},
+		{"help", "nope"}, {"admin", "help", "nope"},
 	} {
 		out, errOut, code := felix(args...)
 		lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 
 	"github.com/urfave/cli/v2"
@@ -74,4 +76,24 @@ func twoDashes(msg string) string {
 // (exit code 2) that names flags with two dashes.
 func flagUsageError(c *cli.Context, err error, _ bool) error {
 	return usageErrorf(c, "%s", twoDashes(err.Error()))
+}
+
+// noHelpTopic matches the error urfave's own help command returns, with
+// exit code 3, for `felix help X` (or `felix admin help X`) when X names
+// no command.
+var noHelpTopic = regexp.MustCompile(`^No help topic for '(.*)'$`)
+
+// UsageExit brings the one error ApplyConventions cannot reach, urfave's
+// "No help topic" from the help command, under the same convention; every
+// other error passes through.
+func UsageExit(err error) error {
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 3 {
+		return err
+	}
+	m := noHelpTopic.FindStringSubmatch(ec.Error())
+	if m == nil {
+		return err
+	}
+	return cli.Exit(fmt.Sprintf("error: unknown command %q\nrun 'felix --help' for usage", m[1]), exitUsage)
 }

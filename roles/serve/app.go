@@ -76,7 +76,7 @@ func App(build BuildInfo) *cli.App {
 // Main runs the app on args and returns the process exit code.
 func Main(args []string, build BuildInfo) int {
 	app := App(build)
-	err := app.Run(permuteArgs(app, args))
+	err := felixcli.UsageExit(app.Run(permuteArgs(app, args)))
 	if err == nil {
 		return 0
 	}
