@@ -25,16 +25,17 @@ var allowed = map[string][]string{
 	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
 	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
-	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli"},
+	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta"},
 	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
 	"sdk/felix":            {"wire", "sdk/felix", "internal/metricdoc"},
 	"e2e":                  {"sdk/felix", "wire", "e2e"},
-	"":                     {"roles/serve"}, // main
+	"":                     {"roles/serve", "internal/buildinfo"}, // main
 	"internal/testenv":     {},
 	"internal/faultfs":     {"log"}, // imported by tests only
 	"internal/atomicfile":  {},      // crash-safe small-file writes, a leaf
 	"internal/metricdoc":   {},      // HELP text for every metric family: a leaf
+	"internal/buildinfo":   {},      // what the binary was built from: a leaf
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {"internal/atomicfile"},
 

@@ -1,20 +1,17 @@
 // Command felix is the Felix data plane: broker, control plane and client
 // tools in one binary. The app is assembled in roles/serve; main only runs it.
+// A release build stamps the version with -ldflags on package
+// internal/buildinfo (see its doc); a build from a git checkout reports
+// the commit Go recorded.
 package main
 
 import (
 	"os"
 
+	"github.com/felixmq/felix/internal/buildinfo"
 	"github.com/felixmq/felix/roles/serve"
 )
 
-// Set by the release build with -ldflags "-X main.version=...".
-var (
-	version = "dev"
-	commit  = "none"
-	date    = "unknown"
-)
-
 func main() {
-	os.Exit(serve.Main(os.Args, serve.BuildInfo{Version: version, Commit: commit, Date: date}))
+	os.Exit(serve.Main(os.Args, buildinfo.Read()))
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -65,6 +66,10 @@ func NewAdminClient(s Settings) (*AdminClient, error) {
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if s.ConnectTimeout > 0 { // --connect-timeout bounds the TCP and TLS set-up
+		tr.DialContext = (&net.Dialer{Timeout: s.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		tr.TLSHandshakeTimeout = s.ConnectTimeout
+	}
 	if u.Scheme == "https" && s.CAFile != "" {
 		pem, err := os.ReadFile(s.CAFile)
 		if err != nil {

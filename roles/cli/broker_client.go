@@ -13,13 +13,10 @@ import (
 	"github.com/felixmq/felix/sdk/felix"
 )
 
-// connectTimeout bounds dialing and authenticating to the broker.
-const connectTimeout = 10 * time.Second
-
 // brokerClient is the part of *felix.Client the commands use.
 type brokerClient interface {
-	Publish(ctx context.Context, namespace, stream string, payload []byte, ack felix.AckMode) error
-	PublishKeyed(ctx context.Context, namespace, stream string, key, payload []byte, ack felix.AckMode) error
+	PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack felix.AckMode) (felix.PublishResult, error)
+	PublishKeyedAcked(ctx context.Context, namespace, stream string, key, payload []byte, ack felix.AckMode) (felix.PublishResult, error)
 	SubscribeFrom(ctx context.Context, namespace, stream string, o felix.SubscribeOptions) (eventSource, error)
 	CachePut(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration) error
 	CacheGet(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)
@@ -58,7 +55,7 @@ func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	dctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout) // --connect-timeout
 	defer cancel()
 	c, err := felix.Connect(dctx, cfg)
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 )
@@ -22,12 +23,14 @@ func cacheCommand(tk toolkit) *cli.Command {
 
 func cachePutCommand(tk toolkit) *cli.Command {
 	return leaf(&cli.Command{
-		Name:        "put",
-		Usage:       "set a key's value",
-		ArgsUsage:   "CACHE KEY VALUE",
-		UsageText:   "felix cache put CACHE KEY VALUE [--ttl 30s]",
-		Description: "Stores VALUE under KEY; --ttl makes it expire. Example:\n\n   felix cache put sessions user-1 online --ttl 30s",
-		Flags:       clientFlags(&cli.DurationFlag{Name: "ttl", Usage: "expire the value after `DURATION`", DefaultText: "never"}),
+		Name:      "put",
+		Usage:     "set a key's value",
+		ArgsUsage: "CACHE KEY VALUE",
+		UsageText: "felix cache put CACHE KEY VALUE [--ttl 30s] [-o json]",
+		Description: "Stores VALUE under KEY; --ttl makes it expire. Prints nothing in text; -o json prints\n" +
+			"{\"cache\",\"key\",\"stored\":true,\"ttl\"} (ttl only when given). Example:\n\n" +
+			"   felix cache put sessions user-1 online --ttl 30s",
+		Flags: clientFlags(&cli.DurationFlag{Name: "ttl", Usage: "expire the value after `DURATION`", DefaultText: "never"}),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 3, 3); err != nil {
 				return err
@@ -37,7 +40,17 @@ func cachePutCommand(tk toolkit) *cli.Command {
 			}
 			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
 				a := c.Args()
-				return bc.CachePut(c.Context, s.Namespace, a.Get(0), a.Get(1), []byte(a.Get(2)), c.Duration("ttl"))
+				if err := bc.CachePut(c.Context, s.Namespace, a.Get(0), a.Get(1), []byte(a.Get(2)), c.Duration("ttl")); err != nil {
+					return err
+				}
+				if !p.json {
+					return nil
+				}
+				doc := map[string]any{"cache": a.Get(0), "key": a.Get(1), "stored": true}
+				if ttl := c.Duration("ttl"); ttl > 0 {
+					doc["ttl"] = ttl.String()
+				}
+				return p.JSON(doc)
 			})
 		},
 	})
@@ -49,8 +62,9 @@ func cacheGetCommand(tk toolkit) *cli.Command {
 		Usage:     "print a key's value",
 		ArgsUsage: "CACHE KEY",
 		UsageText: "felix cache get CACHE KEY [-o json]",
-		Description: "Prints the value stored under KEY. An absent key prints \"not found\" on standard error\n" +
-			"and exits with code 1. Example:\n\n   felix cache get sessions user-1",
+		Description: "Prints the value stored under KEY (-o json: {\"cache\",\"key\",\"found\",\"value\"}, with\n" +
+			"value_base64 instead for binary values). " + missingKeyHelp + " Example:\n\n" +
+			"   felix cache get sessions user-1",
 		Flags: clientFlags(),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 2, 2); err != nil {
@@ -62,10 +76,7 @@ func cacheGetCommand(tk toolkit) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if !ok {
-					return cli.Exit("not found", exitGeneric)
-				}
-				return printValue(p, cache, key, v, true)
+				return printValue(p, cache, key, v, ok)
 			})
 		},
 	})
@@ -78,7 +89,7 @@ func cacheDeleteCommand(tk toolkit) *cli.Command {
 		Usage:     "remove a key and print the value it held",
 		ArgsUsage: "CACHE KEY",
 		UsageText: "felix cache delete CACHE KEY [-o json]",
-		Description: "Removes KEY and prints the value it held, or \"not found\" when there was none.\n" +
+		Description: "Removes KEY and prints the value it held (-o json as for get). " + missingKeyHelp + "\n" +
 			"Example:\n\n   felix cache delete sessions user-1",
 		Flags: clientFlags(),
 		Action: func(c *cli.Context) error {
@@ -104,18 +115,32 @@ func withCache(c *cli.Context, tk toolkit, fn func(brokerClient, Settings, print
 	})
 }
 
-// printValue prints a cache value: the raw value in text ("not found"
-// when there is none), or {"cache","key","found","value"} in JSON.
+// missingKeyHelp is what get and delete say in --help about a key that
+// is not there.
+const missingKeyHelp = "A key that is not there (never set,\n" +
+	"deleted or expired) prints \"not found\" on standard error and exits with code 1; with -o json\n" +
+	"standard output still gets {\"cache\",\"key\",\"found\":false}."
+
+// printValue prints a cache value: the raw value in text, or
+// {"cache","key","found","value"} in JSON. A key that is not there is
+// exit code 1 with "not found" on standard error, after the JSON document
+// when -o json asked for one, the same for every command that looks a
+// key up.
 func printValue(p printer, cache, key string, v []byte, found bool) error {
 	if p.json {
 		m := map[string]any{"cache": cache, "key": key, "found": found}
 		if found {
 			bytesField(m, "value", v)
 		}
-		return p.JSON(m)
+		if err := p.JSON(m); err != nil {
+			return err
+		}
 	}
 	if !found {
-		return p.Line("not found")
+		return cli.Exit(fmt.Sprintf("not found: cache %s has no key %q", cache, key), exitGeneric)
+	}
+	if p.json {
+		return nil
 	}
 	if _, err := p.w.Write(v); err != nil {
 		return err

@@ -5,10 +5,12 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/felixmq/felix/internal/buildinfo"
 )
 
-// BuildInfo is the version stamped into the binary.
-type BuildInfo struct{ Version, Commit, Date string }
+// BuildInfo is what the binary was built from (buildinfo.Read).
+type BuildInfo = buildinfo.Info
 
 // toolkit is what the commands reach the outside world through; tests
 // replace the broker connection with a fake.
@@ -17,7 +19,7 @@ type toolkit struct {
 }
 
 // Commands returns every client-side command: admin, pub, sub, read,
-// offset-for-time, cache, inspect and version.
+// offset-for-time, cache, inspect, version and completion.
 func Commands(build BuildInfo) []*cli.Command {
 	return commands(build, toolkit{connect: dialBroker})
 }
@@ -32,6 +34,7 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 		cacheCommand(tk),
 		inspectCommand(),
 		versionCommand(build),
+		completionCommand(),
 	}
 }
 
@@ -40,14 +43,14 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 // a stream called help instead of printing usage (--help still does).
 func leaf(cmd *cli.Command) *cli.Command {
 	cmd.HideHelpCommand = true
-	cmd.OnUsageError = onUsageError
+	cmd.OnUsageError = flagUsageError
 	return cmd
 }
 
 // group finishes a command that only holds subcommands: without one it
 // prints its help, and an unknown one is a usage error.
 func group(cmd *cli.Command) *cli.Command {
-	cmd.OnUsageError = onUsageError
+	cmd.OnUsageError = flagUsageError
 	cmd.Action = func(c *cli.Context) error {
 		if c.Args().Present() {
 			return usageErrorf(c, "unknown command %q", c.Args().First())
@@ -83,8 +86,11 @@ func versionCommand(build BuildInfo) *cli.Command {
 	return leaf(&cli.Command{
 		Name:      "version",
 		Usage:     "print the version, commit and build date",
-		UsageText: "felix version [-o json]",
-		Description: "Prints what this binary was built from. Example:\n\n" +
+		UsageText: "felix version [-o json]\nfelix --version",
+		Description: "Prints what this binary was built from: the version, commit and date a release build\n" +
+			"stamped, else the commit and commit time Go recorded from the git checkout it was built in\n" +
+			"(marked modified, +dirty on one line, when it had uncommitted changes), else \"unknown\" (a build with -buildvcs=false).\n" +
+			"felix --version prints the same on one line. Example:\n\n" +
 			"   felix version -o json",
 		Flags: []cli.Flag{OutputFlag()},
 		Action: func(c *cli.Context) error {
@@ -102,7 +108,12 @@ func versionCommand(build BuildInfo) *cli.Command {
 
 func printVersion(p printer, b BuildInfo) error {
 	if p.json {
-		return p.JSON(map[string]string{"version": b.Version, "commit": b.Commit, "date": b.Date, "go": runtime.Version()})
+		return p.JSON(map[string]any{"version": b.Version, "commit": b.Commit, "modified": b.Modified,
+			"date": b.Date, "go": runtime.Version()})
 	}
-	return p.Line("felix %s\ncommit: %s\nbuilt:  %s\ngo:     %s", b.Version, b.Commit, b.Date, runtime.Version())
+	commit := b.Commit
+	if b.Modified {
+		commit += " (modified)"
+	}
+	return p.Line("felix %s\ncommit: %s\nbuilt:  %s\ngo:     %s", b.Version, commit, b.Date, runtime.Version())
 }

@@ -24,7 +24,7 @@ func TestVersionOutput(t *testing.T) {
 		t.Fatalf("text: %q, %v; want %q", r.stdout, r.err, want)
 	}
 	r = run(t, toolkit{}, nil, "version", "-o", "json")
-	var got map[string]string
+	var got map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.err != nil {
 		t.Fatalf("json %q: %v %v", r.stdout, err, r.err)
 	}
@@ -56,7 +56,7 @@ func TestCacheGetOutput(t *testing.T) {
 		t.Fatalf("binary json: %q, %v", r.stdout, r.err)
 	}
 	r = run(t, tk, nil, "cache", "get", "sessions", "absent", "--data-dir", dir)
-	if r.exitCode() != 1 || r.message() != "not found" || r.stdout != "" {
+	if r.exitCode() != 1 || !strings.HasPrefix(r.message(), "not found") || r.stdout != "" {
 		t.Fatalf("absent: exit %d %q stdout %q", r.exitCode(), r.message(), r.stdout)
 	}
 	if !fb.closed {
@@ -75,7 +75,7 @@ func TestCachePutAndDelete(t *testing.T) {
 	if r := run(t, tk, nil, "cache", "delete", "sessions", "k", "--data-dir", dir); r.err != nil || r.stdout != "v\n" {
 		t.Fatalf("delete: %q %v", r.stdout, r.err)
 	}
-	if r := run(t, tk, nil, "cache", "delete", "sessions", "k", "--data-dir", dir); r.err != nil || r.stdout != "not found\n" {
+	if r := run(t, tk, nil, "cache", "delete", "sessions", "k", "--data-dir", dir); r.exitCode() != 1 || r.stdout != "" {
 		t.Fatalf("delete again: %q %v", r.stdout, r.err)
 	}
 	if r := run(t, tk, nil, "cache", "put", "sessions", "k", "--data-dir", dir); r.exitCode() != exitUsage {
@@ -89,7 +89,7 @@ func TestPubModes(t *testing.T) {
 
 	fb := &fakeBroker{}
 	r := run(t, fb.toolkit(), strings.NewReader("one\r\ntwo\n\nthree"), "pub", "events", "--stdin", "--ack", "--key", "k", "--data-dir", dir)
-	if r.err != nil || r.stdout != "" {
+	if r.err != nil || r.stdout != "4 message(s) acknowledged (stream events keeps no offsets: it is not durable)\n" {
 		t.Fatalf("stdin: %q %v", r.stdout, r.err)
 	}
 	if !slices.Equal(fb.published, []string{"one", "two", "", "three"}) || fb.keys[0] != "k" || fb.acks[0] != felix.AckPerMessage {

@@ -19,6 +19,7 @@ import (
 var felixEnv = []string{
 	"FELIX_BROKER_ADDR", "FELIX_CONTROLPLANE_URL", "FELIX_CA_FILE", "FELIX_TOKEN_FILE",
 	"FELIX_TOKEN", "FELIX_TENANT", "FELIX_NAMESPACE", "FELIX_DATA_DIR",
+	"FELIX_CLIENT_CONFIG", "FELIX_CONTEXT", "FELIX_CONNECT_TIMEOUT",
 }
 
 // clearEnv blanks every FELIX_* variable the commands read (an empty
@@ -28,6 +29,8 @@ func clearEnv(t *testing.T) {
 	for _, k := range felixEnv {
 		t.Setenv(k, "")
 	}
+	// No user config either: the tests' own settings only.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 }
 
 type result struct {
@@ -87,6 +90,7 @@ type fakeBroker struct {
 	published []string
 	keys      []string
 	acks      []felix.AckMode
+	durable   bool // acknowledged publishes report offsets
 	finished  int
 	closed    bool
 	cache     map[string]string
@@ -133,17 +137,22 @@ func (f *fakeBroker) toolkit() toolkit {
 	}}
 }
 
-func (f *fakeBroker) Publish(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) error {
-	return f.PublishKeyed(ctx, ns, stream, nil, payload, ack)
+func (f *fakeBroker) PublishAcked(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) (felix.PublishResult, error) {
+	return f.PublishKeyedAcked(ctx, ns, stream, nil, payload, ack)
 }
 
-func (f *fakeBroker) PublishKeyed(_ context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) error {
+// PublishKeyedAcked records the publish; an acknowledged one on a durable
+// fake (durable set) reports its index in published as its offset.
+func (f *fakeBroker) PublishKeyedAcked(_ context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) (felix.PublishResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.published = append(f.published, string(payload))
 	f.keys = append(f.keys, string(key))
 	f.acks = append(f.acks, ack)
-	return nil
+	if ack == felix.AckNone || !f.durable {
+		return felix.PublishResult{}, nil
+	}
+	return felix.PublishResult{Offset: uint64(len(f.published) - 1), HasOffset: true}, nil
 }
 
 func (f *fakeBroker) SubscribeFrom(_ context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {

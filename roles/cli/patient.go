@@ -75,12 +75,16 @@ func retryPatientlyErr(ctx context.Context, f func() error) error {
 	return err
 }
 
-func (c patientClient) Publish(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) error {
-	return retryPatientlyErr(ctx, func() error { return c.brokerClient.Publish(ctx, ns, stream, payload, ack) })
+func (c patientClient) PublishAcked(ctx context.Context, ns, stream string, payload []byte, ack felix.AckMode) (felix.PublishResult, error) {
+	return retryPatiently(ctx, func() (felix.PublishResult, error) {
+		return c.brokerClient.PublishAcked(ctx, ns, stream, payload, ack)
+	})
 }
 
-func (c patientClient) PublishKeyed(ctx context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) error {
-	return retryPatientlyErr(ctx, func() error { return c.brokerClient.PublishKeyed(ctx, ns, stream, key, payload, ack) })
+func (c patientClient) PublishKeyedAcked(ctx context.Context, ns, stream string, key, payload []byte, ack felix.AckMode) (felix.PublishResult, error) {
+	return retryPatiently(ctx, func() (felix.PublishResult, error) {
+		return c.brokerClient.PublishKeyedAcked(ctx, ns, stream, key, payload, ack)
+	})
 }
 
 func (c patientClient) SubscribeFrom(ctx context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {

@@ -23,12 +23,17 @@ func pubCommand(tk toolkit) *cli.Command {
 		Name:      "pub",
 		Usage:     "publish messages to a stream",
 		ArgsUsage: "STREAM MSG... (or STREAM --stdin)",
-		UsageText: "felix pub STREAM MSG... [--ack] [--key K]\nfelix pub STREAM --stdin [--ack] [--key K]",
+		UsageText: "felix pub STREAM MSG... [--ack] [--key K] [-o json]\nfelix pub STREAM --stdin [--ack] [--key K] [-o json]",
 		Description: "Publishes each MSG (or, with --stdin, each line of standard input, up to 16 MiB a line)\n" +
 			"as one message to STREAM in the current tenant and namespace. Without --ack the messages\n" +
 			"are sent without waiting for the broker and flushed before exit; with --ack each one waits\n" +
 			"for its acknowledgement and any refusal is reported. --key routes every message to the\n" +
-			"shard that key hashes to. Examples:\n\n" +
+			"shard that key hashes to.\n\n" +
+			"Output: without --ack, nothing in text. With --ack, one line per message, \"offset N\", with\n" +
+			"the offset the broker assigned it (durable streams), or, for a stream without offsets, one line\n" +
+			"saying how many were acknowledged. -o json prints one document when done:\n" +
+			"{\"stream\",\"published\",\"acked\",\"offsets\"} (offsets only with --ack on a durable stream).\n" +
+			"Examples:\n\n" +
 			"   felix pub events hello world\n" +
 			"   seq 1 1000 | felix pub events --stdin --ack\n" +
 			"   felix pub events -- --a-message-starting-with-dashes",
@@ -53,8 +58,9 @@ func runPub(c *cli.Context, tk toolkit) error {
 	case !stdin && len(msgs) == 0:
 		return usageErrorf(c, "no message to publish (give MSG arguments or --stdin)")
 	}
-	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, _ printer) error {
-		p := publisher{client: bc, ns: s.Namespace, stream: c.Args().First(), key: []byte(c.String("key")), ack: felix.AckNone}
+	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, out printer) error {
+		p := &publisher{client: bc, ns: s.Namespace, stream: c.Args().First(), key: []byte(c.String("key")),
+			ack: felix.AckNone, report: newPubReport(out, c.Args().First())}
 		if c.Bool("ack") {
 			p.ack = felix.AckPerMessage
 		}
@@ -67,26 +73,38 @@ func runPub(c *cli.Context, tk toolkit) error {
 		if err == nil && p.ack == felix.AckNone {
 			err = bc.Finish(ctx)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return p.report.finish(p.ack != felix.AckNone)
 	})
 }
 
-// publisher sends messages to one stream with one ack mode and key.
+// publisher sends messages to one stream with one ack mode and key, and
+// reports each one that was sent.
 type publisher struct {
 	client     brokerClient
 	ns, stream string
 	key        []byte
 	ack        felix.AckMode
+	report     *pubReport
 }
 
-func (p publisher) publish(ctx context.Context, msg []byte) error {
+func (p *publisher) publish(ctx context.Context, msg []byte) error {
+	var res felix.PublishResult
+	var err error
 	if len(p.key) > 0 {
-		return p.client.PublishKeyed(ctx, p.ns, p.stream, p.key, msg, p.ack)
+		res, err = p.client.PublishKeyedAcked(ctx, p.ns, p.stream, p.key, msg, p.ack)
+	} else {
+		res, err = p.client.PublishAcked(ctx, p.ns, p.stream, msg, p.ack)
 	}
-	return p.client.Publish(ctx, p.ns, p.stream, msg, p.ack)
+	if err != nil {
+		return err
+	}
+	return p.report.sent(res)
 }
 
-func (p publisher) publishAll(ctx context.Context, msgs []string) error {
+func (p *publisher) publishAll(ctx context.Context, msgs []string) error {
 	for _, m := range msgs {
 		if err := p.publish(ctx, []byte(m)); err != nil {
 			return err
@@ -98,7 +116,7 @@ func (p publisher) publishAll(ctx context.Context, msgs []string) error {
 // publishLines publishes each line of r (without its line ending). The
 // scanner reuses its buffer, so each line is copied before it is handed
 // to the client, which may keep it until the send.
-func (p publisher) publishLines(ctx context.Context, r io.Reader) error {
+func (p *publisher) publishLines(ctx context.Context, r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxStdinLine+2) // room for "\r\n"
 	for sc.Scan() {

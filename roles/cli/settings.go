@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,6 +27,7 @@ const (
 	flagNamespace    = "namespace"
 	flagDataDir      = "data-dir"
 	flagOutput       = "output"
+	flagConnTimeout  = "connect-timeout"
 
 	defaultDataDir   = "./felix-data"
 	clientFileName   = "client.json"
@@ -33,13 +35,20 @@ const (
 	defaultNamespace = "default"
 	maxTokenFileSize = 64 << 10 // a token file larger than this is not a token
 	maxClientFile    = 1 << 20
+
+	// defaultConnectTimeout bounds connecting (and authenticating) to the
+	// broker, and connecting to the control plane, unless
+	// --connect-timeout says otherwise.
+	defaultConnectTimeout = 5 * time.Second
+	maxConnectTimeout     = 10 * time.Minute
 )
 
 const connCategory = "connection"
 
 // ClientFlags are the shared connection flags of every client command:
-// --broker, --controlplane, --ca-file, --token-file, --tenant, --namespace
-// and --data-dir, each with its FELIX_* variable. They do not include
+// --broker, --controlplane, --ca-file, --token-file, --tenant, --namespace,
+// --connect-timeout, --data-dir and --context, each with its FELIX_*
+// variable. They do not include
 // -o/--output (see OutputFlag), so a command that reuses them keeps its own
 // choice of output flag.
 func ClientFlags() []cli.Flag {
@@ -47,7 +56,7 @@ func ClientFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagBroker, Category: connCategory, EnvVars: []string{"FELIX_BROKER_ADDR"},
 			Usage: "broker QUIC address `HOST:PORT`"},
 		&cli.StringFlag{Name: flagControlPlane, Category: connCategory, EnvVars: []string{"FELIX_CONTROLPLANE_URL"},
-			Usage: "control plane REST `URL`, e.g. http://127.0.0.1:8081"},
+			Usage: "control plane REST `URL`, e.g. http://127.0.0.1:5080"},
 		&cli.StringFlag{Name: flagCAFile, Category: connCategory, EnvVars: []string{"FELIX_CA_FILE"},
 			Usage: "PEM `FILE` of the CA that signed the broker's certificate (default: system roots)"},
 		&cli.StringFlag{Name: flagTokenFile, Category: connCategory, EnvVars: []string{"FELIX_TOKEN_FILE"},
@@ -56,8 +65,14 @@ func ClientFlags() []cli.Flag {
 			Usage: "tenant `ID` (default: client.json, else \"default\")"},
 		&cli.StringFlag{Name: flagNamespace, Category: connCategory, EnvVars: []string{"FELIX_NAMESPACE"},
 			Usage: "namespace `NAME` (default: client.json, else \"default\")"},
-		&cli.StringFlag{Name: flagDataDir, Category: connCategory, EnvVars: []string{"FELIX_DATA_DIR"}, Value: defaultDataDir,
-			Usage: "`DIR` whose client.json (written by felix serve) supplies any setting not given"},
+		&cli.DurationFlag{Name: flagConnTimeout, Category: connCategory, EnvVars: []string{"FELIX_CONNECT_TIMEOUT"}, Value: defaultConnectTimeout,
+			Usage: "give up connecting to the broker or control plane after `DURATION`"},
+		&cli.StringFlag{Name: flagDataDir, Category: connCategory, EnvVars: []string{"FELIX_DATA_DIR"},
+			Usage: "`DIR` whose client.json (written by felix serve) supplies any setting not given. Without it: " +
+				"the file FELIX_CLIENT_CONFIG names, else --context's, else ./felix-data/client.json, " +
+				"else $XDG_CONFIG_HOME/felix/client.json (~/.config/felix/client.json)"},
+		&cli.StringFlag{Name: flagContext, Category: connCategory, EnvVars: []string{envContext},
+			Usage: "read settings from the named client file `NAME`: $XDG_CONFIG_HOME/felix/contexts/NAME.json"},
 	}
 }
 
@@ -73,8 +88,11 @@ func OutputFlag() cli.Flag {
 // TokenFile (or FELIX_TOKEN) and trimmed.
 type Settings struct {
 	Broker, ControlPlane, CAFile, TokenFile, Token, Tenant, Namespace string
+	// ConnectTimeout bounds connecting to the broker (QUIC handshake and
+	// authentication) and to the control plane; positive.
+	ConnectTimeout time.Duration
 
-	clientFile string // the client.json consulted, for error messages
+	clientFile string // the client.json consulted (or every place looked), for error messages
 }
 
 // clientFile is the JSON shape of <data-dir>/client.json.
@@ -89,26 +107,38 @@ type clientFile struct {
 
 // LoadClientSettings resolves the connection settings of the command in c.
 // Each setting comes from its flag, else its FELIX_* variable (urfave
-// applies both), else <data-dir>/client.json; tenant and namespace finally
-// default to "default". A missing client.json is not an error; a malformed
-// one is, and so is a token file that cannot be read. Whether a needed
-// setting is missing is checked where it is used (SDKConfig, the admin
-// client), so each command asks only for what it needs.
+// applies both), else the client.json locateClientFile picks (--data-dir,
+// FELIX_CLIENT_CONFIG, --context, ./felix-data, the user's config);
+// tenant and namespace finally default to "default". No client.json at
+// all is not an error, unless one was named (FELIX_CLIENT_CONFIG,
+// --context); a malformed one is, and so is a token file that cannot be
+// read. Whether a needed setting is missing is checked where it is used
+// (SDKConfig, the admin client), so each command asks only for what it
+// needs.
 func LoadClientSettings(c *cli.Context) (Settings, error) {
-	dataDir := c.String(flagDataDir)
-	if dataDir == "" {
-		dataDir = defaultDataDir
+	timeout := c.Duration(flagConnTimeout)
+	if !c.IsSet(flagConnTimeout) && timeout == 0 {
+		timeout = defaultConnectTimeout // a command built without the flag
 	}
-	path := filepath.Join(dataDir, clientFileName)
-	cf, err := readClientFile(path)
+	if timeout <= 0 || timeout > maxConnectTimeout {
+		return Settings{}, usageErrorf(c, "--connect-timeout %v: want a positive duration up to %v", timeout, maxConnectTimeout)
+	}
+	src, err := locateClientFile(c)
 	if err != nil {
 		return Settings{}, err
 	}
+	var cf clientFile
+	if src.path != "" {
+		if cf, err = readClientFile(src.path, src.required); err != nil {
+			return Settings{}, err
+		}
+	}
+	fileDir := filepath.Dir(src.path)
 	inDir := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
 			return p
 		}
-		return filepath.Join(dataDir, p)
+		return filepath.Join(fileDir, p)
 	}
 	s := Settings{
 		Broker:       first(c.String(flagBroker), cf.BrokerAddr),
@@ -116,7 +146,9 @@ func LoadClientSettings(c *cli.Context) (Settings, error) {
 		CAFile:       first(c.String(flagCAFile), inDir(cf.CAFile)),
 		Tenant:       first(c.String(flagTenant), cf.Tenant, defaultTenant),
 		Namespace:    first(c.String(flagNamespace), cf.Namespace, defaultNamespace),
-		clientFile:   path,
+
+		ConnectTimeout: timeout,
+		clientFile:     src.describe(),
 	}
 	switch {
 	case c.String(flagTokenFile) != "":
@@ -143,11 +175,12 @@ func first(vals ...string) string {
 	return ""
 }
 
-// readClientFile parses client.json; a missing file yields zero settings.
-func readClientFile(path string) (clientFile, error) {
+// readClientFile parses client.json; a missing file yields zero settings
+// unless it is required.
+func readClientFile(path string, required bool) (clientFile, error) {
 	var cf clientFile
 	b, err := readBounded(path, maxClientFile)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !required {
 		return cf, nil
 	}
 	if err != nil {
@@ -191,7 +224,8 @@ func readBounded(path string, limit int64) ([]byte, error) {
 // missing explains a setting nobody supplied and where it may come from.
 func (s Settings) missing(what, flag, env string) error {
 	return cli.Exit(fmt.Sprintf("error: no %s: pass --%s, set %s, or use --data-dir with a client.json that names it "+
-		"(felix serve writes one; looked for %s)", what, flag, env, s.clientFile), exitUsage)
+		"(felix serve writes one; to use it from any directory, put one with absolute paths in ~/.config/felix/client.json; looked in %s)",
+		what, flag, env, s.clientFile), exitUsage)
 }
 
 func (s Settings) needBroker() error {
@@ -225,7 +259,7 @@ func (s Settings) SDKConfig() (felix.Config, error) {
 	if err := s.needToken(); err != nil {
 		return felix.Config{}, err
 	}
-	cfg := felix.Config{Addr: s.Broker, CAFile: s.CAFile, Tenant: s.Tenant, Token: s.Token}
+	cfg := felix.Config{Addr: s.Broker, CAFile: s.CAFile, Tenant: s.Tenant, Token: s.Token, DialTimeout: s.ConnectTimeout}
 	if s.CAFile == "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil {

@@ -57,6 +57,7 @@ func TestSettingsFromClientFile(t *testing.T) {
 	want := Settings{
 		Broker: "file:7000", ControlPlane: "http://file:8081", CAFile: filepath.Join(dir, "tls/ca.pem"),
 		TokenFile: filepath.Join(dir, "admin.token"), Token: "file-token", Tenant: "filetenant", Namespace: "filens",
+		ConnectTimeout: defaultConnectTimeout,
 	}
 	s.clientFile = ""
 	if s != want {

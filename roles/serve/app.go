@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -11,23 +12,29 @@ import (
 	"github.com/felixmq/felix/roles/cli/bench"
 )
 
-// BuildInfo is the version stamped into the binary.
+// BuildInfo is what the binary was built from (buildinfo.Read).
 type BuildInfo = felixcli.BuildInfo
 
-// App builds the felix command-line app.
+// App builds the felix command-line app. Every command follows one
+// convention for usage errors (felixcli.ApplyConventions): one line naming
+// the --flag, a pointer to --help, exit code 2. --version prints the build
+// on one line; `felix version` prints it in full.
 func App(build BuildInfo) *cli.App {
 	app := &cli.App{
-		Name:    "felix",
-		Usage:   "a data plane for fast-changing state: pub/sub, durable streams and a watched cache over QUIC",
-		Version: build.Version,
+		Name:  "felix",
+		Usage: "a data plane for fast-changing state: pub/sub, durable streams and a watched cache over QUIC",
+		// urfave prints "felix version " + Version for --version.
+		Version: strings.TrimPrefix(build.String(), "felix "),
 		Description: "felix serve runs a broker and its control plane on this machine, with everything kept under\n" +
 			"--data-dir (./felix-data). In the same directory the client commands need no flags:\n\n" +
 			"   felix serve &\n" +
 			"   felix admin stream create events\n" +
 			"   felix sub events --count 1 &\n" +
-			"   felix pub events hello",
-		HideVersion:          true,
-		EnableBashCompletion: true,
+			"   felix pub events hello\n\n" +
+			"Elsewhere they read $XDG_CONFIG_HOME/felix/client.json (~/.config/felix/client.json), or the\n" +
+			"file --data-dir, --context or FELIX_CLIENT_CONFIG names (docs/operations.md, Client settings).\n" +
+			"Exit codes: 0 done, 1 failed (the error says why, often with a hint), 2 usage error.",
+		EnableBashCompletion: true, // the hook of `felix completion bash|zsh`
 		// Main reports errors and picks the exit code; the default handler would os.Exit.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
@@ -37,15 +44,15 @@ func App(build BuildInfo) *cli.App {
 			Usage:       "run a broker and a control plane in one process",
 			UsageText:   "felix serve [--data-dir DIR] [--broker-addr HOST:PORT] [--controlplane-addr HOST:PORT] [--metrics-addr HOST:PORT] [--config FILE]",
 			Description: "Starts the control plane (REST on --controlplane-addr), the broker (QUIC on --broker-addr) and\nthe metrics/health endpoints. The first start creates the default tenant and namespace, a\ndevelopment CA, an admin token and client.json in --data-dir. SIGTERM drains gracefully; a\nsecond signal exits at once.",
-			Flags:       serverFlags(),
+			Flags:       roleFlags(true, true),
 			Action:      func(c *cli.Context) error { return runNode(c, true, true) },
 		},
 		{
 			Name:        "broker",
 			Usage:       "run only a broker, syncing the catalog from a control plane over HTTP",
-			UsageText:   "felix broker --controlplane-url URL [--token-file FILE] [--broker-addr HOST:PORT]",
+			UsageText:   "felix broker --controlplane-url URL [--token-file FILE] [--broker-addr HOST:PORT] [--metrics-addr HOST:PORT]",
 			Description: "The broker learns tenants, namespaces, streams, caches and token keys from the control plane's\nsnapshot and changes feeds, using a token with cluster.manage.",
-			Flags:       append(serverFlags(), brokerOnlyFlags()...),
+			Flags:       roleFlags(false, true),
 			Action:      func(c *cli.Context) error { return runNode(c, false, true) },
 		},
 		{
@@ -57,19 +64,19 @@ func App(build BuildInfo) *cli.App {
 				"linearizable, and /ready is false while the member cannot reach a quorum. Peers listen on the\n" +
 				"host:port of their own --raft-peers entry, with TLS when FELIX_CONTROLPLANE_TLS_CERT/_KEY are\n" +
 				"set (mutual with FELIX_CONTROLPLANE_TLS_CLIENT_CA).",
-			Flags:  append(serverFlags(), raftFlags()...),
+			Flags:  append(roleFlags(true, false), raftFlags()...),
 			Action: func(c *cli.Context) error { return runNode(c, true, false) },
 		},
 	}, felixcli.Commands(build)...)
 	app.Commands = append(app.Commands, bench.Command())
+	felixcli.ApplyConventions(app)
 	return app
 }
 
 // Main runs the app on args and returns the process exit code.
 func Main(args []string, build BuildInfo) int {
 	app := App(build)
-	args = felixcli.PermuteArgs(app, args)
-	err := app.Run(args)
+	err := felixcli.UsageExit(app.Run(permuteArgs(app, args)))
 	if err == nil {
 		return 0
 	}
@@ -82,4 +89,20 @@ func Main(args []string, build BuildInfo) int {
 	}
 	fmt.Fprintln(os.Stderr, "error:", err)
 	return 1
+}
+
+// completionFlag is what the completion scripts append to the words typed
+// so far (felix completion bash|zsh): urfave answers with the words that
+// fit only when it comes last.
+const completionFlag = "--generate-bash-completion"
+
+// permuteArgs is felixcli.PermuteArgs, except for a completion request,
+// which must stay as typed: moved ahead of the positional arguments, the
+// flag would no longer be last, and `felix pub events hello --ack<TAB>`
+// would publish instead of completing.
+func permuteArgs(app *cli.App, args []string) []string {
+	if len(args) > 0 && args[len(args)-1] == completionFlag {
+		return args
+	}
+	return felixcli.PermuteArgs(app, args)
 }

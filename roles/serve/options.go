@@ -44,22 +44,61 @@ type fileConfig struct {
 	Env              map[string]string `yaml:"env"`
 }
 
+// serverFlags are the flags of every server role together (the options
+// tests parse them all at once).
 func serverFlags() []cli.Flag {
+	return append(append(commonFlags(), brokerFlags()...), controlPlaneFlags()...)
+}
+
+// roleFlags are the flags of the roles selected, and only those: each role
+// lists what applies to it. A flag a role lacks reads as unset, and its
+// option stays empty, unused by that role.
+func roleFlags(withControlPlane, withBroker bool) []cli.Flag {
+	flags := commonFlags()
+	if withBroker {
+		flags = append(flags, brokerFlags()...)
+	}
+	if withControlPlane {
+		flags = append(flags, controlPlaneFlags()...)
+	}
+	if withBroker && !withControlPlane {
+		flags = append(flags, brokerOnlyFlags()...)
+	}
+	return flags
+}
+
+// commonFlags apply to every server role.
+func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "config", Usage: "YAML file with defaults for these flags and an env: map of FELIX_* settings", EnvVars: []string{"FELIX_CONFIG"}},
-		&cli.StringFlag{Name: "data-dir", Usage: "directory for all state: catalog, TLS, tokens, client.json", EnvVars: []string{"FELIX_DATA_DIR"}, Value: "./felix-data"},
-		&cli.StringFlag{Name: "broker-addr", Usage: "UDP address the broker's QUIC listener binds", EnvVars: []string{"FELIX_BROKER_ADDR", "FELIX_QUIC_BIND"}, Value: "127.0.0.1:5000"},
-		&cli.StringFlag{Name: "controlplane-addr", Usage: "TCP address of the control plane's REST API", EnvVars: []string{"FELIX_CONTROLPLANE_ADDR"}, Value: "127.0.0.1:5080"},
-		&cli.StringFlag{Name: "metrics-addr", Usage: "TCP address for /metrics, /live and /ready", EnvVars: []string{"FELIX_BROKER_METRICS_BIND", "FELIX_METRICS_ADDR"}, Value: "127.0.0.1:8080"},
-		&cli.StringSliceFlag{Name: "host", Usage: "extra host name or IP for the development certificate (repeatable)", EnvVars: []string{"FELIX_TLS_HOSTS"}},
-		&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a graceful shutdown may take before connections are closed", EnvVars: []string{"FELIX_SHUTDOWN_TIMEOUT"}, Value: 10 * time.Second},
+		&cli.StringFlag{Name: "config", Usage: "YAML `FILE` with defaults for these flags and an env: map of FELIX_* settings", EnvVars: []string{"FELIX_CONFIG"}},
+		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` for all state: catalog, TLS, tokens, client.json", EnvVars: []string{"FELIX_DATA_DIR"}, Value: "./felix-data"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a graceful shutdown may take (a `DURATION` such as 10s) before connections are closed", EnvVars: []string{"FELIX_SHUTDOWN_TIMEOUT"}, Value: 10 * time.Second},
 	}
 }
 
+// brokerFlags apply wherever a broker runs (serve, broker).
+func brokerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "broker-addr", Usage: "UDP address `HOST:PORT` the broker's QUIC listener binds", EnvVars: []string{"FELIX_BROKER_ADDR", "FELIX_QUIC_BIND"}, Value: "127.0.0.1:5000"},
+		&cli.StringFlag{Name: "metrics-addr", Usage: "TCP address `HOST:PORT` for the broker's /metrics, /live and /ready", EnvVars: []string{"FELIX_BROKER_METRICS_BIND", "FELIX_METRICS_ADDR"}, Value: "127.0.0.1:8080"},
+		&cli.StringSliceFlag{Name: "host", Usage: "extra `NAME` or IP for the broker's development certificate (repeatable)", EnvVars: []string{"FELIX_TLS_HOSTS"}},
+	}
+}
+
+// controlPlaneFlags apply wherever a control plane runs (serve,
+// controlplane).
+func controlPlaneFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "controlplane-addr", Usage: "TCP address `HOST:PORT` of the control plane's REST API", EnvVars: []string{"FELIX_CONTROLPLANE_ADDR"}, Value: "127.0.0.1:5080"},
+	}
+}
+
+// brokerOnlyFlags apply to the broker role alone, which reaches its
+// control plane over HTTP.
 func brokerOnlyFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "controlplane-url", Usage: "control plane base URL the broker syncs the catalog from", EnvVars: []string{"FELIX_CONTROLPLANE_URL"}, Value: "http://127.0.0.1:5080"},
-		&cli.StringFlag{Name: "token-file", Usage: "file holding a token with cluster.manage, for the catalog feeds (default <data-dir>/admin.token)", EnvVars: []string{"FELIX_TOKEN_FILE"}},
+		&cli.StringFlag{Name: "controlplane-url", Usage: "control plane base `URL` the broker syncs the catalog from", EnvVars: []string{"FELIX_CONTROLPLANE_URL"}, Value: "http://127.0.0.1:5080"},
+		&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding a token with cluster.manage, for the catalog feeds (default <data-dir>/admin.token)", EnvVars: []string{"FELIX_TOKEN_FILE"}},
 	}
 }
 

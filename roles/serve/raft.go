@@ -33,9 +33,9 @@ type raftOptions struct {
 
 func raftFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Uint64Flag{Name: "raft-node-id", Usage: "this member's id in --raft-peers", EnvVars: []string{"FELIX_RAFT_NODE_ID"}},
-		&cli.StringFlag{Name: "raft-data-dir", Usage: "directory of the Raft log and the catalog (default <data-dir>/raft)", EnvVars: []string{"FELIX_RAFT_DATA_DIR"}},
-		&cli.StringFlag{Name: "raft-peers", Usage: `every member as id=URL, comma-separated, e.g. "1=https://cp1:7001,2=https://cp2:7001,3=https://cp3:7001"; this member listens for peers on its own entry`, EnvVars: []string{"FELIX_RAFT_PEERS"}},
+		&cli.Uint64Flag{Name: "raft-node-id", Usage: "this member's `ID` in --raft-peers", EnvVars: []string{"FELIX_RAFT_NODE_ID"}},
+		&cli.StringFlag{Name: "raft-data-dir", Usage: "`DIR` of the Raft log and the catalog (default <data-dir>/raft)", EnvVars: []string{"FELIX_RAFT_DATA_DIR"}},
+		&cli.StringFlag{Name: "raft-peers", Usage: "every member as `ID=URL,...`, e.g. \"1=https://cp1:7001,2=https://cp2:7001,3=https://cp3:7001\"; this member listens for peers on its own entry", EnvVars: []string{"FELIX_RAFT_PEERS"}},
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -42,6 +44,13 @@ func Command() *cli.Command {
 			{
 				Name:  "pubsub",
 				Usage: "one publisher and one subscriber: MB/s and msgs/s published and delivered, and loss",
+				Description: "Publishes for --duration on one connection to a subscriber on another, then waits (up to\n" +
+					"2 s of silence) for the last deliveries. published counts the payloads the broker took\n" +
+					"(acknowledged with --acked, else sent and flushed); delivered the payloads the subscriber\n" +
+					"received; lost the difference. Every rate is its count over measured_s, from the first\n" +
+					"publish to the later of the publisher finishing and the last delivery, so published /\n" +
+					"measured_s is published_msgs_per_s. On a terminal a live line shows progress. Example:\n\n" +
+					"   felix bench pubsub --payload 4096 --batch 64 --duration 10s",
 				Flags: withClient(dur, payload, policy,
 					&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch", Value: 64},
 					&cli.BoolFlag{Name: "acked", Usage: "wait for an acknowledgement of every batch"},
@@ -154,7 +163,10 @@ func Command() *cli.Command {
 				Action: func(c *cli.Context) error {
 					ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 					defer cancel()
+					prog := newProgress(errWriter(c), bounded(c.Duration("duration")))
+					prog.run()
 					r, err := runQUICRaw(ctx, bounded(c.Duration("duration")), max(1024, c.Int("chunk")))
+					prog.stop()
 					if err != nil {
 						return err
 					}
@@ -209,12 +221,35 @@ func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*res
 	// set-up every time more than two callers finish at once.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}}
+	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}},
+		progress: newProgress(errWriter(c), plannedLength(c))}
+	t.progress.run()
 	r, err := f(ctx, t)
+	t.progress.stop()
 	if err != nil {
 		return err
 	}
 	return report(c, r)
+}
+
+// errWriter is where the progress line goes: the app's standard error.
+func errWriter(c *cli.Context) io.Writer {
+	if c.App.ErrWriter != nil {
+		return c.App.ErrWriter
+	}
+	return os.Stderr
+}
+
+// plannedLength is how long the scenario means to run, for the progress
+// line: --duration, unless the scenario has none or --max makes it the
+// length of each of several steps (0: unknown).
+func plannedLength(c *cli.Context) time.Duration {
+	if c.Bool("max") || c.Command == nil || !slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool {
+		return slices.Contains(f.Names(), "duration")
+	}) {
+		return 0
+	}
+	return bounded(c.Duration("duration"))
 }
 
 func report(c *cli.Context, r *result) error {

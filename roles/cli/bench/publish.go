@@ -10,10 +10,12 @@ import (
 )
 
 // publishFor publishes p.batch payloads per call for p.duration and returns
-// how many payloads the broker took and how many calls failed. Fire-and-forget
-// and a single acked caller run in this goroutine; with p.acked and
-// p.inflight > 1, that many callers each keep one acked batch outstanding.
-func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsubParams) (published, failed int64) {
+// how many payloads the broker took (acknowledged, or handed to the client
+// without --acked) and how many calls failed; ok counts the payloads as
+// they go (the progress line reads it). Fire-and-forget and a single acked
+// caller run in this goroutine; with p.acked and p.inflight > 1, that many
+// callers each keep one acked batch outstanding.
+func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsubParams, ok *atomic.Int64) (published, failed int64) {
 	ack := felix.AckNone
 	if p.acked {
 		ack = felix.AckPerBatch
@@ -29,7 +31,7 @@ func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsu
 	for i := range payloads {
 		payloads[i] = make([]byte, p.payload)
 	}
-	var ok, bad atomic.Int64
+	var bad atomic.Int64
 	deadline := time.Now().Add(p.duration)
 	var wg sync.WaitGroup
 	for range callers {

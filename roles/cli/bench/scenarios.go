@@ -15,9 +15,10 @@ import (
 
 // target is a running broker and the means to create streams on it.
 type target struct {
-	cfg   felix.Config
-	ns    string
-	admin *adminAPI
+	cfg      felix.Config
+	ns       string
+	admin    *adminAPI
+	progress *progress // the live line; nil draws nothing
 }
 
 func (t *target) connect(ctx context.Context) (*felix.Client, error) {
@@ -84,7 +85,8 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 	}
 	defer sub.Close()
 
-	var delivered, deliveredBytes atomic.Int64
+	published, delivered := t.progress.counter("published"), t.progress.counter("delivered")
+	var deliveredBytes, lastDelivery atomic.Int64 // lastDelivery: UnixNano of the latest
 	recvCtx, stopRecv := context.WithCancel(ctx)
 	defer stopRecv()
 	recvDone := make(chan struct{})
@@ -95,42 +97,37 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 			if err != nil {
 				return
 			}
-			delivered.Add(1)
 			deliveredBytes.Add(int64(len(ev.Payload)))
+			lastDelivery.Store(time.Now().UnixNano())
+			delivered.Add(1)
 		}
 	}()
 
 	start := time.Now()
-	published, pubErrs := publishFor(ctx, pubC, t.ns, stream, p)
+	_, pubErrs := publishFor(ctx, pubC, t.ns, stream, p, published)
 	if err := pubC.Finish(ctx); err != nil {
 		return nil, fmt.Errorf("finish: %w", err)
 	}
-	pubElapsed := time.Since(start)
+	pubEnd := time.Now()
 	// Wait until delivery stops moving or everything arrived.
 	last, idleSince := delivered.Load(), time.Now()
-	for delivered.Load() < published && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
+	for delivered.Load() < published.Load() && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 		if d := delivered.Load(); d != last {
 			last, idleSince = d, time.Now()
 		}
 	}
-	elapsed := time.Since(start)
 	stopRecv()
 	<-recvDone
+	m := pubsubMeasure{start: start, pubEnd: pubEnd, lastDelivery: time.Unix(0, lastDelivery.Load()),
+		published: published.Load(), delivered: delivered.Load(), deliveredBytes: deliveredBytes.Load(),
+		payload: p.payload, publishErrors: pubErrs}
 
 	r := &result{Scenario: "pubsub", Params: map[string]any{
 		"payload_bytes": p.payload, "batch": p.batch, "acked": p.acked, "inflight": p.inflight,
 		"durable": p.durable, "duration": p.duration.String(), "policy": p.policy,
 	}}
-	mb := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
-	r.add("published_msgs_per_s", float64(published)/pubElapsed.Seconds(), "msg/s")
-	r.add("published_mb_per_s", mb(published*int64(p.payload), pubElapsed), "MB/s")
-	r.add("delivered_msgs_per_s", float64(delivered.Load())/elapsed.Seconds(), "msg/s")
-	r.add("delivered_mb_per_s", mb(deliveredBytes.Load(), elapsed), "MB/s")
-	r.add("published", float64(published), "msgs")
-	r.add("delivered", float64(delivered.Load()), "msgs")
-	r.add("lost", float64(published-delivered.Load()), "msgs")
-	r.add("publish_errors", float64(pubErrs), "calls")
+	m.addTo(r)
 	return r, nil
 }
 
@@ -183,9 +180,11 @@ func runCache(ctx context.Context, t *target, inflight, value, keys int, d time.
 	if err := whenReady(ctx, func() error { return c.CachePut(ctx, t.ns, cache, "warm", val, 0) }); err != nil {
 		return nil, err
 	}
-	var gets, puts, errs atomic.Int64
+	gets, puts := t.progress.counter("gets"), t.progress.counter("puts")
+	var errs atomic.Int64
 	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
+	start := time.Now()
+	stop := start.Add(d)
 	for w := 0; w < inflight; w++ {
 		wg.Add(1)
 		go func(seed uint64) {
@@ -208,10 +207,12 @@ func runCache(ctx context.Context, t *target, inflight, value, keys int, d time.
 		}(uint64(w + 1))
 	}
 	wg.Wait()
+	secs := time.Since(start).Seconds() // measured, not planned: the last requests end after d
 	r := &result{Scenario: "cache", Params: map[string]any{"inflight": inflight, "value_bytes": value, "keys": keys, "duration": d.String()}}
-	r.add("ops_per_s", float64(gets.Load()+puts.Load())/d.Seconds(), "ops/s")
-	r.add("gets_per_s", float64(gets.Load())/d.Seconds(), "ops/s")
-	r.add("puts_per_s", float64(puts.Load())/d.Seconds(), "ops/s")
+	r.add("measured_s", secs, "s")
+	r.add("ops_per_s", float64(gets.Load()+puts.Load())/secs, "ops/s")
+	r.add("gets_per_s", float64(gets.Load())/secs, "ops/s")
+	r.add("puts_per_s", float64(puts.Load())/secs, "ops/s")
 	r.add("errors", float64(errs.Load()), "errors")
 	return r, nil
 }
