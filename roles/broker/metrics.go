@@ -14,6 +14,7 @@ import (
 // serverHelp is the HELP text of the network service's metric families.
 var serverHelp = map[string]string{
 	"felix_broker_connections":                   "QUIC connections open on this broker.",
+	"felix_broker_fleet_feature_enabled":         "1 when the fleet-wide feature named by the label is finalized for the cluster, as this broker last heard from the control plane.",
 	"felix_sub_active_connections":               "Connections with at least one subscription open.",
 	"felix_broker_subscriptions":                 "Subscriptions open on this broker.",
 	"felix_broker_out_ack_depth":                 "Publish acknowledgements queued for their connections' writers.",
