@@ -24,6 +24,26 @@ const (
 	// ReasonCacheFull: the cache is at its entry or byte bound (code
 	// overloaded).
 	ReasonCacheFull = "cache_full"
+	// ReasonTokenExpired: the token's exp (plus the verifier's leeway) has
+	// passed (code unauthorized).
+	ReasonTokenExpired = "token_expired"
+	// ReasonTokenNotYetValid: the token's nbf lies ahead even allowing
+	// the leeway, so the two clocks disagree (code unauthorized).
+	ReasonTokenNotYetValid = "token_not_yet_valid"
+	// ReasonTenantMismatch: the token is for another tenant than the one
+	// the request names (code unauthorized or forbidden).
+	ReasonTenantMismatch = "tenant_mismatch"
+	// ReasonTenantNotFound, ReasonNamespaceNotFound, ReasonStreamNotFound
+	// and ReasonCacheNotFound: the named resource does not exist (code
+	// not_found).
+	ReasonTenantNotFound    = "tenant_not_found"
+	ReasonNamespaceNotFound = "namespace_not_found"
+	ReasonStreamNotFound    = "stream_not_found"
+	ReasonCacheNotFound     = "cache_not_found"
+	// ReasonStreamDeleted and ReasonCacheDeleted: the resource existed
+	// and was deleted while in use (code not_found).
+	ReasonStreamDeleted = "stream_deleted"
+	ReasonCacheDeleted  = "cache_deleted"
 )
 
 // NewOverloaded builds an overloaded error (retry class retry_after) whose

@@ -203,11 +203,11 @@ func (v *Verifier) checkClaims(c *tokenClaims, tenantID string) *wire.Error {
 	case !c.Audience.Contains(Audience):
 		return unauthorized("wrong audience")
 	case now.After(c.Expiry.Time().Add(v.opts.Leeway)):
-		return unauthorized("token expired")
+		return unauthorized("token expired").WithDetail(wire.DetailReason, wire.ReasonTokenExpired)
 	case c.NotBefore != nil && now.Add(v.opts.Leeway).Before(c.NotBefore.Time()):
-		return unauthorized("token not yet valid")
+		return unauthorized("token not yet valid").WithDetail(wire.DetailReason, wire.ReasonTokenNotYetValid)
 	case c.TenantID == "" || c.TenantID != tenantID:
-		return unauthorized("tenant mismatch")
+		return unauthorized("tenant mismatch").WithDetail(wire.DetailReason, wire.ReasonTenantMismatch)
 	}
 	return nil
 }

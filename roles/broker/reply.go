@@ -74,10 +74,11 @@ func sniffRequest(raw []byte) (string, *uint64) {
 // token has expired since auth is unauthorized.
 func (cs *controlStream) authorize(tenant string, action auth.Action, resource string) *wire.Error {
 	if !cs.id.Expiry.IsZero() && time.Now().After(cs.id.Expiry) {
-		return wire.NewError(wire.CodeUnauthorized, "token expired")
+		return wire.NewError(wire.CodeUnauthorized, "token expired").WithDetail(wire.DetailReason, wire.ReasonTokenExpired)
 	}
 	if tenant != cs.id.TenantID {
-		return wire.NewError(wire.CodeForbidden, "forbidden: the stream is authenticated for tenant %s, not %s", cs.id.TenantID, tenant)
+		return wire.NewError(wire.CodeForbidden, "forbidden: the stream is authenticated for tenant %s, not %s", cs.id.TenantID, tenant).
+			WithDetail(wire.DetailReason, wire.ReasonTenantMismatch)
 	}
 	if cs.id.Perms == nil || !cs.id.Perms.Allows(action, resource) {
 		return wire.NewError(wire.CodeForbidden, "forbidden: %s on %s", action, resource)
@@ -93,7 +94,8 @@ func (s *Server) resolveStream(tenant, ns, stream string) (*core.Stream, *wire.E
 	}
 	st, ok := s.core.Stream(core.StreamKey{Tenant: tenant, Namespace: ns, Stream: stream})
 	if !ok {
-		return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream)
+		return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream).
+			WithDetail(wire.DetailReason, wire.ReasonStreamNotFound)
 	}
 	return st, nil
 }
@@ -105,7 +107,8 @@ func (s *Server) resolveCache(tenant, ns, cache string) (*core.Cache, *wire.Erro
 	}
 	c, ok := s.core.Cache(core.CacheKey{Tenant: tenant, Namespace: ns, Cache: cache})
 	if !ok {
-		return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache)
+		return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache).
+			WithDetail(wire.DetailReason, wire.ReasonCacheNotFound)
 	}
 	return c, nil
 }
@@ -119,7 +122,7 @@ func asWireError(err error) *wire.Error {
 	case errors.As(err, &we):
 		return we
 	case errors.Is(err, core.ErrStreamDeleted):
-		return wire.NewError(wire.CodeNotFound, "stream deleted")
+		return wire.NewError(wire.CodeNotFound, "stream deleted").WithDetail(wire.DetailReason, wire.ReasonStreamDeleted)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &wire.Error{Code: wire.CodeDraining, Retry: wire.RetryOutcomeUnknown, Message: "broker is shutting down"}
 	default:
