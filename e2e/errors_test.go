@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,4 +44,54 @@ func TestPubWithNoBrokerSaysNothingAnswered(t *testing.T) {
 	if strings.Contains(errOut, "deadline exceeded") || strings.Contains(errOut, "no recent network activity") {
 		t.Errorf("stderr still speaks quic-go's words:\n%s", errOut)
 	}
+}
+
+// TestSecondServeOnHeldDirFailsFast starts felix serve on a directory a
+// running felix serve holds: it must exit non-zero on its own, saying
+// which process holds the directory, while the first keeps running.
+func TestSecondServeOnHeldDirFailsFast(t *testing.T) {
+	n := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, felixBin, "serve",
+		"--broker-addr", "127.0.0.1:0", "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+	cmd.Dir = n.dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() == 0 {
+		t.Fatalf("second felix serve: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errb)
+	}
+	want := "is in use by another felix process (PID " + strconv.Itoa(n.cmd.Process.Pid) + ")"
+	if !strings.Contains(errb.String(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, &errb)
+	}
+	if strings.Contains(errb.String(), "timeout") {
+		t.Fatalf("stderr still speaks of bbolt's timeout:\n%s", &errb)
+	}
+	select {
+	case <-n.exited:
+		t.Fatalf("the first felix serve exited: %v", n.exitErr)
+	default:
+	}
+	n.mustFelix(ctx, "admin", "stream", "list")
+}
+
+// TestRestartRightAfterStop stops felix serve and starts it again on the
+// same directory at once: the lock and bbolt's files are free as soon as
+// the first process has exited.
+func TestRestartRightAfterStop(t *testing.T) {
+	dir := t.TempDir()
+	first := startServeIn(t, dir)
+	if err := first.stop(syscall.SIGTERM, 20*time.Second); err != nil {
+		t.Fatalf("first felix serve: %v\nstderr:\n%s", err, first.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "felix-data", "felix.lock")); err != nil || len(b) != 0 {
+		t.Fatalf("lock file after a clean stop: %q, %v", b, err)
+	}
+	second := startServeIn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	second.mustFelix(ctx, "admin", "stream", "list")
 }

@@ -190,6 +190,7 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	if err != nil {
 		return err
 	}
+	defer n.lock.release()
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	if err := n.start(ctx); err != nil {
@@ -218,6 +219,11 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 		}
 		n.bcfg = bcfg
 	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n.lock = lock
 	return n, nil
 }
 
@@ -255,6 +261,7 @@ func waitForSignal(ctx context.Context, log *slog.Logger, budget time.Duration) 
 // served meanwhile), then stops everything else, newest first. A drain
 // the budget cut short is exit code 1.
 func (n *node) shutdown() error {
+	n.lock.stopping()
 	var drainErr error
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), n.o.ShutdownTimeout)

@@ -43,6 +43,10 @@ type node struct {
 
 	running startedSet
 
+	// lock holds --data-dir for the life of the process; nil in tests
+	// that build a node by hand.
+	lock *dirLock
+
 	// What the steps started, for the steps after them and for shutdown.
 	cp      *controlplane.Service
 	ct      *controlPlaneTLS
