@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
@@ -71,9 +70,10 @@ func sniffRequest(raw []byte) (string, *uint64) {
 
 // authorize checks the request's tenant and the identity's permission for
 // action on resource. Refusals are forbidden (fatal); an identity whose
-// token has expired since auth is unauthorized.
+// token has expired since auth (by the verifier's rule, leeway included,
+// the same the control plane applies) is unauthorized.
 func (cs *controlStream) authorize(tenant string, action auth.Action, resource string) *wire.Error {
-	if !cs.id.Expiry.IsZero() && time.Now().After(cs.id.Expiry) {
+	if cs.srv.verifier.Expired(cs.id) {
 		return wire.NewError(wire.CodeUnauthorized, "token expired").WithDetail(wire.DetailReason, wire.ReasonTokenExpired)
 	}
 	if tenant != cs.id.TenantID {
