@@ -95,3 +95,38 @@ func TestRestartRightAfterStop(t *testing.T) {
 	defer cancel()
 	second.mustFelix(ctx, "admin", "stream", "list")
 }
+
+// TestIgnoredSettingsAreRefused: settings the cluster cannot honour are
+// refused by the control plane with a message naming the setting, and the
+// CLI shows it with a non-zero exit, instead of storing and ignoring them.
+func TestIgnoredSettingsAreRefused(t *testing.T) {
+	n := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"admin", "stream", "create", "a", "--replication-factor", "3", "--consistency", "quorum"},
+			[]string{"replication_factor: 3 needs replication between brokers, and clustering is not built yet", `consistency: "quorum"`}},
+		{[]string{"admin", "stream", "create", "b", "--shards", "0"}, []string{"shards: 0 is out of range 1..1024"}},
+		{[]string{"admin", "token", "create", "--sub", "x", "--perms", "stream.pub:stream:default/*"}, []string{`unknown action "stream.pub"`}},
+	}
+	for _, tc := range cases {
+		out, errOut, code := n.felix(ctx, tc.args...)
+		if code == 0 {
+			t.Errorf("felix %s: exit 0, stdout %q", strings.Join(tc.args, " "), out)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("felix %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, errOut)
+			}
+		}
+	}
+	// Leaving a setting out still takes its default.
+	n.mustFelix(ctx, "admin", "stream", "create", "c")
+	if out := n.mustFelix(ctx, "admin", "stream", "get", "c", "-o", "json"); !strings.Contains(out, `"shards":1`) {
+		t.Fatalf("stream c: %s", out)
+	}
+}
