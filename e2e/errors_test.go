@@ -63,7 +63,7 @@ func TestSecondServeOnHeldDirFailsFast(t *testing.T) {
 	if !ok || ee.ExitCode() == 0 {
 		t.Fatalf("second felix serve: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errb)
 	}
-	want := "is in use by another felix process (PID " + strconv.Itoa(n.cmd.Process.Pid) + ")"
+	want := "is in use by another felix process (PID " + strconv.Itoa(n.cmd.Process.Pid) + ") running a control plane"
 	if !strings.Contains(errb.String(), want) {
 		t.Fatalf("stderr lacks %q:\n%s", want, &errb)
 	}
@@ -87,8 +87,10 @@ func TestRestartRightAfterStop(t *testing.T) {
 	if err := first.stop(syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatalf("first felix serve: %v\nstderr:\n%s", err, first.stderr)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "felix-data", "felix.lock")); err != nil || len(b) != 0 {
-		t.Fatalf("lock file after a clean stop: %q, %v", b, err)
+	for _, f := range []string{"controlplane.lock", "broker.lock"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "felix-data", f)); err != nil || len(b) != 0 {
+			t.Fatalf("%s after a clean stop: %q, %v", f, b, err)
+		}
 	}
 	second := startServeIn(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -11,13 +11,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFile is the file in --data-dir that one process at a time holds.
-const lockFile = "felix.lock"
+// The roles whose state a data directory holds; each has its lock file,
+// <role>.lock, so that felix broker and felix controlplane may share a
+// directory as before while two of the same role (or two felix serve)
+// may not.
+const (
+	roleControlPlane = "controlplane"
+	roleBroker       = "broker"
+)
 
-// DirHeldError is a data directory another process holds. PID is 0 when
-// the holder's PID could not be read.
+// DirHeldError is a data directory whose role's state another process
+// holds. PID is 0 when the holder's PID could not be read.
 type DirHeldError struct {
 	Dir      string
+	Role     string // roleControlPlane or roleBroker
 	PID      int
 	Stopping bool // the holder has begun its shutdown
 }
@@ -27,24 +34,63 @@ func (e *DirHeldError) Error() string {
 	if e.PID > 0 {
 		who = fmt.Sprintf("another felix process (PID %d)", e.PID)
 	}
-	msg := fmt.Sprintf("data directory %s is in use by %s; ", e.Dir, who)
+	msg := fmt.Sprintf("data directory %s is in use by %s running a %s; ", e.Dir, who, roleName(e.Role))
 	if e.Stopping {
 		return msg + "it is shutting down and releases the directory when it exits; start again once it has"
 	}
 	return msg + "stop it first, or give this one its own --data-dir"
 }
 
-// dirLock holds lockFile in a data directory for the life of the
-// process: an exclusive advisory lock (flock) that the kernel drops when
+// dirLock holds one role's lock file in a data directory for the life of
+// the process: an exclusive advisory lock (flock) that the kernel drops when
 // the process exits, however it exits, with the holder's PID and state
 // written in the file for the message a second process prints.
 type dirLock struct {
 	f *os.File // nil once released
 }
 
-// lockDataDir takes dir's lock, or says who holds it.
-func lockDataDir(dir string) (*dirLock, error) {
-	path := filepath.Join(dir, lockFile)
+func roleName(role string) string {
+	if role == roleControlPlane {
+		return "control plane"
+	}
+	return role
+}
+
+// dirLocks are the locks of the roles one process runs.
+type dirLocks []*dirLock
+
+// lockRoles takes dir's lock of each role, or releases those it took and
+// says who holds the first it could not.
+func lockRoles(dir string, roles ...string) (dirLocks, error) {
+	var ls dirLocks
+	for _, r := range roles {
+		l, err := lockDataDir(dir, r)
+		if err != nil {
+			ls.release()
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// stopping records in every lock that the holder has begun its shutdown.
+func (ls dirLocks) stopping() {
+	for _, l := range ls {
+		l.stopping()
+	}
+}
+
+// release drops every lock.
+func (ls dirLocks) release() {
+	for _, l := range ls {
+		l.release()
+	}
+}
+
+// lockDataDir takes dir's lock of role, or says who holds it.
+func lockDataDir(dir, role string) (*dirLock, error) {
+	path := filepath.Join(dir, role+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
@@ -62,7 +108,7 @@ func lockDataDir(dir string) (*dirLock, error) {
 			abs = dir
 		}
 		pid, stopping := parseLockState(string(state[:k]))
-		return nil, &DirHeldError{Dir: abs, PID: pid, Stopping: stopping}
+		return nil, &DirHeldError{Dir: abs, Role: role, PID: pid, Stopping: stopping}
 	}
 	l := &dirLock{f: f}
 	l.write("running")

@@ -190,7 +190,7 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	if err != nil {
 		return err
 	}
-	defer n.lock.release()
+	defer n.locks.release()
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	if err := n.start(ctx); err != nil {
@@ -219,11 +219,18 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 		}
 		n.bcfg = bcfg
 	}
-	lock, err := lockDataDir(o.DataDir)
+	var roles []string
+	if withControlPlane {
+		roles = append(roles, roleControlPlane)
+	}
+	if withBroker {
+		roles = append(roles, roleBroker)
+	}
+	locks, err := lockRoles(o.DataDir, roles...)
 	if err != nil {
 		return nil, err
 	}
-	n.lock = lock
+	n.locks = locks
 	return n, nil
 }
 
@@ -261,7 +268,7 @@ func waitForSignal(ctx context.Context, log *slog.Logger, budget time.Duration) 
 // served meanwhile), then stops everything else, newest first. A drain
 // the budget cut short is exit code 1.
 func (n *node) shutdown() error {
-	n.lock.stopping()
+	n.locks.stopping()
 	var drainErr error
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), n.o.ShutdownTimeout)

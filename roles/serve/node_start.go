@@ -43,9 +43,9 @@ type node struct {
 
 	running startedSet
 
-	// lock holds --data-dir for the life of the process; nil in tests
-	// that build a node by hand.
-	lock *dirLock
+	// locks hold --data-dir's state of the node's roles for the life of
+	// the process; empty in tests that build a node by hand.
+	locks dirLocks
 
 	// What the steps started, for the steps after them and for shutdown.
 	cp      *controlplane.Service
