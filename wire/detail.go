@@ -14,6 +14,10 @@ const (
 	// DetailRetryAfterMs is the wait, in whole milliseconds, the sender
 	// suggests before a retry_after request is sent again.
 	DetailRetryAfterMs = "retry_after_ms"
+	// DetailInCatalog, false on a not_found, says the broker asked the
+	// control plane's catalog just now and it has no such name either, so
+	// waiting will not help (the reason says what is missing).
+	DetailInCatalog = "in_catalog"
 )
 
 // Reasons carried under DetailReason.
@@ -24,10 +28,26 @@ const (
 	// ReasonCacheFull: the cache is at its entry or byte bound (code
 	// overloaded).
 	ReasonCacheFull = "cache_full"
-	// ReasonNotInCatalog: the broker asked the control plane's catalog
-	// just now and it has no such name either (code not_found), so
-	// waiting will not help.
-	ReasonNotInCatalog = "not_in_catalog"
+	// ReasonTokenExpired: the token's exp (plus the verifier's leeway) has
+	// passed (code unauthorized).
+	ReasonTokenExpired = "token_expired"
+	// ReasonTokenNotYetValid: the token's nbf lies ahead even allowing
+	// the leeway, so the two clocks disagree (code unauthorized).
+	ReasonTokenNotYetValid = "token_not_yet_valid"
+	// ReasonTenantMismatch: the token is for another tenant than the one
+	// the request names (code unauthorized or forbidden).
+	ReasonTenantMismatch = "tenant_mismatch"
+	// ReasonTenantNotFound, ReasonNamespaceNotFound, ReasonStreamNotFound
+	// and ReasonCacheNotFound: the named resource does not exist (code
+	// not_found).
+	ReasonTenantNotFound    = "tenant_not_found"
+	ReasonNamespaceNotFound = "namespace_not_found"
+	ReasonStreamNotFound    = "stream_not_found"
+	ReasonCacheNotFound     = "cache_not_found"
+	// ReasonStreamDeleted and ReasonCacheDeleted: the resource existed
+	// and was deleted while in use (code not_found).
+	ReasonStreamDeleted = "stream_deleted"
+	ReasonCacheDeleted  = "cache_deleted"
 )
 
 // NewOverloaded builds an overloaded error (retry class retry_after) whose
@@ -46,6 +66,14 @@ func NewOverloaded(reason string, retryAfter time.Duration, format string, args 
 func (e *Error) Reason() string {
 	s, _ := e.Detail[DetailReason].(string)
 	return s
+}
+
+// NotInCatalog reports whether a not_found came after the broker asked the
+// catalog (DetailInCatalog false), so the name does not exist and waiting
+// will not help.
+func (e *Error) NotInCatalog() bool {
+	in, ok := e.Detail[DetailInCatalog].(bool)
+	return ok && !in
 }
 
 // RetryAfter returns the wait suggested by the detail's retry_after_ms. It

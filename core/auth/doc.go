@@ -31,12 +31,16 @@
 // it, and a failed or invalid fetch leaves the old keys in place); the
 // signature checks; iss and aud are as above; exp is present and now <=
 // exp+Leeway; now >= nbf-Leeway when nbf is present; tid equals the tenant
-// the caller names; every permission compiles. Any failure is a *wire.Error with code
-// unauthorized and one of the messages "missing token", "malformed token",
-// "unknown signing key", "bad signature", "wrong issuer", "wrong audience",
-// "token expired", "token not yet valid" or "tenant mismatch". Verify
-// compiles the permissions each call; callers keep the Identity for the
-// life of a stream and recheck Expiry themselves.
+// the caller names; every permission compiles. Any failure is a
+// *wire.Error with code unauthorized and one of the messages "missing
+// token", "malformed token", "unknown signing key", "bad signature",
+// "wrong issuer", "wrong audience", "token expired", "token not yet valid"
+// or "tenant mismatch"; the last three carry the detail reason
+// token_expired, token_not_yet_valid or tenant_mismatch. Verify compiles
+// the permissions each call; callers keep the Identity for the life of a
+// stream and recheck it with Verifier.Expired, which applies the same
+// exp+Leeway rule, so Verify and the recheck never disagree. Brokers and
+// control-plane members use the same (default) Leeway.
 //
 // # Permissions
 //

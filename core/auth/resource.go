@@ -1,5 +1,10 @@
 package auth
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Action names an operation a permission can grant.
 type Action string
 
@@ -32,4 +37,44 @@ func CacheResource(tenant, ns, cache, key string) string {
 // TenantResource names a tenant: "tenant:<tenant>".
 func TenantResource(tenant string) string {
 	return "tenant:" + tenant
+}
+
+// Actions lists every action Felix checks.
+var Actions = []Action{
+	ActionStreamPublish, ActionStreamSubscribe, ActionCacheRead, ActionCacheWrite,
+	ActionTenantManage, ActionClusterManage, ActionTokenCreate,
+}
+
+// CheckActions refuses the first permission whose action grants nothing:
+// a literal action that is not one of Actions, or a pattern with '*' that
+// matches none of them. Verify does not apply it, so a broker still
+// accepts tokens naming actions a later version adds; minting a token and
+// storing a role do, so that a typo ("stream.pub") is refused rather than
+// becoming a grant that silently allows nothing. perms must compile.
+func CheckActions(perms []string) error {
+	for i, p := range perms {
+		action, _, _ := strings.Cut(p, ":")
+		if !knownAction(action) {
+			return fmt.Errorf("auth: permission %d %q: unknown action %q (actions: %s)", i, p, action, actionList())
+		}
+	}
+	return nil
+}
+
+func knownAction(pattern string) bool {
+	g := compileGlob(pattern)
+	for _, a := range Actions {
+		if g.match(string(a)) {
+			return true
+		}
+	}
+	return false
+}
+
+func actionList() string {
+	names := make([]string, len(Actions))
+	for i, a := range Actions {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
 }

@@ -46,7 +46,8 @@ func NewSigner(active *SigningKey, others ...*SigningKey) *Signer {
 
 // Sign returns a compact JWT for c, signed with the active key. It sets
 // iss and aud, requires a non-zero Expiry and a TenantID, checks every
-// permission with CompilePerms, fills IssuedAt (now), NotBefore
+// permission with CompilePerms and CheckActions (an unknown action is
+// refused), fills IssuedAt (now), NotBefore
 // (IssuedAt) and ID (random) when they are empty.
 func (s *Signer) Sign(c Claims) (string, error) {
 	if s.err != nil {
@@ -71,6 +72,9 @@ func checkClaims(c *Claims) error {
 		return errors.New("auth: token needs a tenant id")
 	}
 	if _, err := CompilePerms(c.Perms); err != nil {
+		return err
+	}
+	if err := CheckActions(c.Perms); err != nil {
 		return err
 	}
 	if c.IssuedAt.IsZero() {

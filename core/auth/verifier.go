@@ -31,7 +31,9 @@ type VerifierOptions struct {
 	// MinRefetch is the least time between two fetches triggered by
 	// unknown key ids. Default 1s.
 	MinRefetch time.Duration
-	// Leeway is the clock skew tolerated on exp and nbf. Default 5s.
+	// Leeway is the clock skew tolerated on exp and nbf. Default 5s. It
+	// is the same on brokers and control-plane members (both use the
+	// default), so a token is accepted by both or by neither.
 	Leeway time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -194,6 +196,19 @@ func (v *Verifier) checkSignature(ctx context.Context, token string) (*verified,
 	return e, nil
 }
 
+// Expired reports whether id's token has expired by the one rule every
+// holder of a Verifier applies, at Verify and at each later use of the
+// identity (the broker rechecks before every request of a stream): now is
+// later than exp plus Leeway. A zero Expiry never expires.
+func (v *Verifier) Expired(id *Identity) bool {
+	return !id.Expiry.IsZero() && expiredAt(id.Expiry, v.opts.Now(), v.opts.Leeway)
+}
+
+// expiredAt is the expiry rule: past exp by more than leeway.
+func expiredAt(exp, now time.Time, leeway time.Duration) bool {
+	return now.After(exp.Add(leeway))
+}
+
 // checkClaims applies the issuer, audience, time and tenant rules.
 func (v *Verifier) checkClaims(c *tokenClaims, tenantID string) *wire.Error {
 	now := v.opts.Now()
@@ -202,12 +217,12 @@ func (v *Verifier) checkClaims(c *tokenClaims, tenantID string) *wire.Error {
 		return unauthorized("wrong issuer")
 	case !c.Audience.Contains(Audience):
 		return unauthorized("wrong audience")
-	case now.After(c.Expiry.Time().Add(v.opts.Leeway)):
-		return unauthorized("token expired")
+	case expiredAt(c.Expiry.Time(), now, v.opts.Leeway):
+		return unauthorized("token expired").WithDetail(wire.DetailReason, wire.ReasonTokenExpired)
 	case c.NotBefore != nil && now.Add(v.opts.Leeway).Before(c.NotBefore.Time()):
-		return unauthorized("token not yet valid")
+		return unauthorized("token not yet valid").WithDetail(wire.DetailReason, wire.ReasonTokenNotYetValid)
 	case c.TenantID == "" || c.TenantID != tenantID:
-		return unauthorized("tenant mismatch")
+		return unauthorized("tenant mismatch").WithDetail(wire.DetailReason, wire.ReasonTenantMismatch)
 	}
 	return nil
 }

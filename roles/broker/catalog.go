@@ -176,10 +176,11 @@ func (c *catalogState) checkNamespace(tenant, ns string) error {
 	_, okN := c.namespaces[nsKey{tenant, ns}]
 	c.mu.RUnlock()
 	if !okT {
-		return wire.NewError(wire.CodeNotFound, "tenant not found: tenant=%s", tenant)
+		return wire.NewError(wire.CodeNotFound, "tenant not found: tenant=%s", tenant).WithDetail(wire.DetailReason, wire.ReasonTenantNotFound)
 	}
 	if !okN {
-		return wire.NewError(wire.CodeNotFound, "namespace not found: tenant=%s namespace=%s", tenant, ns)
+		return wire.NewError(wire.CodeNotFound, "namespace not found: tenant=%s namespace=%s", tenant, ns).
+			WithDetail(wire.DetailReason, wire.ReasonNamespaceNotFound)
 	}
 	return nil
 }

@@ -143,15 +143,15 @@ func TestMissingNameRefusedAfterOneLookup(t *testing.T) {
 	qc := e.dial(0)
 	s := e.authed(qc, 0, allFeatures, pubAll, "cache.*:cache:acme/prod")
 	s.send(&wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: "nope"})
-	if we := expectCode(t, s.recv(), wire.CodeNotFound); we.Reason() != wire.ReasonNotInCatalog {
-		t.Fatalf("subscribe: detail %v, want reason %s", we.Detail, wire.ReasonNotInCatalog)
+	if we := expectCode(t, s.recv(), wire.CodeNotFound); !we.NotInCatalog() {
+		t.Fatalf("subscribe: detail %v, want in_catalog false", we.Detail)
 	}
 	s.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "nope", Key: "k", RequestID: 1})
-	if we := expectCode(t, s.recv(), wire.CodeNotFound); we.Reason() != wire.ReasonNotInCatalog {
+	if we := expectCode(t, s.recv(), wire.CodeNotFound); !we.NotInCatalog() {
 		t.Fatalf("cache get: detail %v", we.Detail)
 	}
 	s.send(&wire.Publish{TenantID: testTenant, Namespace: "nope", Stream: "x", Payload: []byte("x"), RequestID: 2, Ack: wire.AckPerMessage})
-	if we := expectCode(t, s.recv(), wire.CodeNotFound); we.Reason() != wire.ReasonNotInCatalog {
+	if we := expectCode(t, s.recv(), wire.CodeNotFound); !we.NotInCatalog() {
 		t.Fatalf("publish to a missing namespace: detail %v", we.Detail)
 	}
 

@@ -69,8 +69,8 @@
 // on-demand pass of that kind (catalogsync.Syncer.SyncKinds) and looks
 // again before it answers not_found. Lookups are shared and paced per kind
 // (at most one pass per 100 ms; a miss waits at most 2 s); a not_found
-// after a lookup that read the catalog carries detail reason
-// not_in_catalog. See catalog_lookup.go.
+// after a lookup that read the catalog carries detail in_catalog false
+// (wire.DetailInCatalog). See catalog_lookup.go.
 //
 // # Publish admission
 //

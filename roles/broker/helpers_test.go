@@ -164,6 +164,13 @@ func startEnv(t testing.TB, cfg Config, streams ...wire.StreamSpec) *env {
 // the broker starts.
 func startEnvWith(t testing.TB, cfg Config, prep func(*fakeSource), streams ...wire.StreamSpec) *env {
 	t.Helper()
+	return startEnvClock(t, cfg, prep, nil, streams...)
+}
+
+// startEnvClock is startEnvWith whose broker checks token times against
+// now (nil: the real clock).
+func startEnvClock(t testing.TB, cfg Config, prep func(*fakeSource), now func() time.Time, streams ...wire.StreamSpec) *env {
+	t.Helper()
 	key, err := auth.GenerateSigningKey()
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +200,11 @@ func startEnvWith(t testing.TB, cfg Config, prep func(*fakeSource), streams ...w
 	}
 	tlsCfg, roots := testTLS(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(cfg, Deps{Catalog: src, TLS: tlsCfg, Logger: log})
+	deps := Deps{Catalog: src, TLS: tlsCfg, Logger: log}
+	if now != nil {
+		deps.Verifier = auth.NewVerifier(auth.VerifierOptions{Fetch: src.JWKS, Now: now})
+	}
+	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

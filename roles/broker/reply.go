@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
@@ -71,13 +70,15 @@ func sniffRequest(raw []byte) (string, *uint64) {
 
 // authorize checks the request's tenant and the identity's permission for
 // action on resource. Refusals are forbidden (fatal); an identity whose
-// token has expired since auth is unauthorized.
+// token has expired since auth (by the verifier's rule, leeway included,
+// the same the control plane applies) is unauthorized.
 func (cs *controlStream) authorize(tenant string, action auth.Action, resource string) *wire.Error {
-	if !cs.id.Expiry.IsZero() && time.Now().After(cs.id.Expiry) {
-		return wire.NewError(wire.CodeUnauthorized, "token expired")
+	if cs.srv.verifier.Expired(cs.id) {
+		return wire.NewError(wire.CodeUnauthorized, "token expired").WithDetail(wire.DetailReason, wire.ReasonTokenExpired)
 	}
 	if tenant != cs.id.TenantID {
-		return wire.NewError(wire.CodeForbidden, "forbidden: the stream is authenticated for tenant %s, not %s", cs.id.TenantID, tenant)
+		return wire.NewError(wire.CodeForbidden, "forbidden: the stream is authenticated for tenant %s, not %s", cs.id.TenantID, tenant).
+			WithDetail(wire.DetailReason, wire.ReasonTenantMismatch)
 	}
 	if cs.id.Perms == nil || !cs.id.Perms.Allows(action, resource) {
 		return wire.NewError(wire.CodeForbidden, "forbidden: %s on %s", action, resource)
@@ -96,7 +97,8 @@ func (s *Server) resolveStream(tenant, ns, stream string) (*core.Stream, *wire.E
 		}
 		st, ok := s.core.Stream(core.StreamKey{Tenant: tenant, Namespace: ns, Stream: stream})
 		if !ok {
-			return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream)
+			return nil, wire.NewError(wire.CodeNotFound, "stream not found: tenant=%s namespace=%s stream=%s", tenant, ns, stream).
+				WithDetail(wire.DetailReason, wire.ReasonStreamNotFound)
 		}
 		return st, nil
 	}
@@ -111,7 +113,8 @@ func (s *Server) resolveCache(tenant, ns, cache string) (*core.Cache, *wire.Erro
 		}
 		c, ok := s.core.Cache(core.CacheKey{Tenant: tenant, Namespace: ns, Cache: cache})
 		if !ok {
-			return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache)
+			return nil, wire.NewError(wire.CodeNotFound, "cache not found: tenant=%s namespace=%s cache=%s", tenant, ns, cache).
+				WithDetail(wire.DetailReason, wire.ReasonCacheNotFound)
 		}
 		return c, nil
 	}
@@ -120,8 +123,8 @@ func (s *Server) resolveCache(tenant, ns, cache string) (*core.Cache, *wire.Erro
 
 // lookAgain runs find, and when it answers not_found asks the catalog for
 // kind and runs it once more. A not_found after a lookup that read the
-// catalog carries wire.ReasonNotInCatalog: the name does not exist, so a
-// retry will not help. When the lookup failed (the control plane is out
+// catalog carries wire.DetailInCatalog false: the name does not exist, so
+// a retry will not help (its reason still says what is missing). When the lookup failed (the control plane is out
 // of reach) the plain not_found stays, which clients may wait out.
 func lookAgain[T any](s *Server, kind wire.CatalogKind, find func() (T, *wire.Error)) (T, *wire.Error) {
 	v, e := find()
@@ -130,7 +133,7 @@ func lookAgain[T any](s *Server, kind wire.CatalogKind, find func() (T, *wire.Er
 	}
 	v, e = find()
 	if e != nil && e.Code == wire.CodeNotFound {
-		e = e.WithDetail(wire.DetailReason, wire.ReasonNotInCatalog)
+		e = e.WithDetail(wire.DetailInCatalog, false)
 	}
 	return v, e
 }
@@ -144,7 +147,7 @@ func asWireError(err error) *wire.Error {
 	case errors.As(err, &we):
 		return we
 	case errors.Is(err, core.ErrStreamDeleted):
-		return wire.NewError(wire.CodeNotFound, "stream deleted")
+		return wire.NewError(wire.CodeNotFound, "stream deleted").WithDetail(wire.DetailReason, wire.ReasonStreamDeleted)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &wire.Error{Code: wire.CodeDraining, Retry: wire.RetryOutcomeUnknown, Message: "broker is shutting down"}
 	default:

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -135,14 +137,16 @@ func TestRevokedTokenRefusedAtAuth(t *testing.T) {
 
 // A token that expires stops its stream's new requests, but a subscription
 // opened before keeps delivering: expiry stops new work, revocation ends
-// open streams.
+// open streams. The broker's clock is moved past exp plus the leeway.
 func TestExpiredTokenKeepsOpenSubscriptions(t *testing.T) {
-	e := startEnv(t, testConfig(), wire.StreamSpec{Stream: "events"})
+	var ahead atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	e := startEnvClock(t, testConfig(), nil, now, wire.StreamSpec{Stream: "events"})
 	qc := e.dial(0)
-	tok := e.tokenAs("dave", testTenant, time.Now().Add(-time.Minute), time.Now().Add(1500*time.Millisecond), userPerms...)
+	tok := e.tokenAs("dave", testTenant, time.Now().Add(-time.Minute), time.Now().Add(time.Minute), userPerms...)
 	s := e.authAs(qc, tok)
 	sub := e.subscribe(qc, s, "events")
-	time.Sleep(2 * time.Second)
+	ahead.Store(int64(time.Minute + auth.DefaultLeeway + time.Second))
 	s.send(&wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: "events"})
 	if em := expectCode(t, s.recv(), wire.CodeUnauthorized); em.Message != "token expired" {
 		t.Fatalf("a request after expiry: %v", em)

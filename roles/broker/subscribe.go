@@ -395,7 +395,8 @@ func (w *eventWriter) end(err error) {
 	case errors.As(err, &lag) && w.lagged:
 		last = &wire.SubscriptionLagged{SubscriptionID: w.id, ResumeFrom: lag.ResumeFrom}
 	case errors.Is(err, core.ErrStreamDeleted):
-		e := wire.NewError(wire.CodeNotFound, "stream deleted: tenant=%s namespace=%s stream=%s", w.key.Tenant, w.key.Namespace, w.key.Stream)
+		e := wire.NewError(wire.CodeNotFound, "stream deleted: tenant=%s namespace=%s stream=%s", w.key.Tenant, w.key.Namespace, w.key.Stream).
+			WithDetail(wire.DetailReason, wire.ReasonStreamDeleted)
 		last = e.ErrorMessage(w.withCodes)
 	case errors.As(err, &we):
 		last = we.ErrorMessage(w.withCodes)

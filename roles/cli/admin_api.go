@@ -53,7 +53,28 @@ func (a *AdminClient) DeleteNamespace(ctx context.Context, tenant, ns string, re
 
 // CreateStream creates the stream s names (tenant and namespace included).
 func (a *AdminClient) CreateStream(ctx context.Context, s wire.StreamSpec) (wire.StreamSpec, error) {
-	return create(ctx, a, apiPath("tenants", s.TenantID, "namespaces", s.Namespace, "streams"), s)
+	return a.createStream(ctx, s, s.Shards != 0)
+}
+
+// streamCreateBody sends shards only when asked for, so that 0 means
+// "the default" when absent and is refused by the control plane when a
+// user gave it.
+type streamCreateBody struct {
+	wire.StreamSpec
+	Shards *uint32 `json:"shards,omitempty"`
+}
+
+// createStream creates s, sending its shard count when shardsSet (even
+// 0, which the control plane refuses) and leaving it to the default
+// otherwise.
+func (a *AdminClient) createStream(ctx context.Context, s wire.StreamSpec, shardsSet bool) (wire.StreamSpec, error) {
+	body := streamCreateBody{StreamSpec: s}
+	if shardsSet {
+		body.Shards = &s.Shards
+	}
+	out := s
+	err := a.do(ctx, http.MethodPost, apiPath("tenants", s.TenantID, "namespaces", s.Namespace, "streams"), nil, body, &out)
+	return out, err
 }
 
 // Streams lists a namespace's streams.

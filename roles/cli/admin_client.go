@@ -33,6 +33,7 @@ type APIError struct {
 	Code    string // "not_found", "conflict", "forbidden", ...
 	Retry   string // retry class when the server sent one
 	Message string
+	Reason  string // the detail's reason when the server sent one
 }
 
 func (e *APIError) Error() string {
@@ -155,11 +156,15 @@ func decodeAPIError(resp *http.Response) error {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 			Retry   string `json:"retry"`
+			Detail  struct {
+				Reason string `json:"reason"`
+			} `json:"detail"`
 		} `json:"error"`
 	}
 	e := &APIError{Status: resp.StatusCode}
 	if json.Unmarshal(b, &env) == nil && env.Error.Code != "" {
 		e.Code, e.Message, e.Retry = env.Error.Code, env.Error.Message, env.Error.Retry
+		e.Reason = env.Error.Detail.Reason
 	} else {
 		e.Code = codeForStatus(resp.StatusCode)
 		e.Message = strings.TrimSpace(string(b))

@@ -140,7 +140,7 @@ func createStream(c *cli.Context, a *AdminClient, s Settings, name string) (wire
 	if err != nil {
 		return spec, err
 	}
-	return a.CreateStream(c.Context, spec)
+	return a.createStream(c.Context, spec, c.IsSet("shards"))
 }
 
 func streamRow(s wire.StreamSpec) []string {

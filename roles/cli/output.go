@@ -100,7 +100,10 @@ func errorCode(err error) (code, msg string) {
 	var be *felix.BrokerError
 	var we *wire.Error
 	var ce *felix.SubscribeCursorError
+	var de *felix.DialError
 	switch {
+	case errors.As(err, &de) && de.Timeout():
+		return codeBrokerUnreachable, de.Error()
 	case errors.As(err, &ce):
 		return string(ce.Reason), cursorMessage(ce)
 	case errors.As(err, &api):
@@ -127,28 +130,6 @@ func cursorMessage(ce *felix.SubscribeCursorError) string {
 	return fmt.Sprintf("offset %d is past the end of the stream; the next offset is %d", ce.Requested, ce.Available)
 }
 
-// hint is one line of advice for a known error code.
-func hint(code string) string {
-	switch code {
-	case string(wire.CodeUnauthorized):
-		return "check the token file (--token-file / FELIX_TOKEN_FILE) and whether the token has expired"
-	case string(wire.CodeRevoked):
-		return "the token was revoked; get a new one (felix admin token create)"
-	case string(wire.CodeForbidden):
-		return "the token lacks permission for this; mint one that has it with felix admin token create --perms ..."
-	case string(wire.CodeNotFound):
-		return "create it first (felix admin tenant|namespace|stream|cache create ...); " +
-			"a stream created just now can take up to a catalog sync interval to reach the broker"
-	case string(wire.CodeOverloaded):
-		return "the server is busy; retry later"
-	case codeConflict:
-		return "it conflicts with what exists (see the message)"
-	case codeUnreachable:
-		return "is the server running there? check --controlplane / --broker (or client.json in --data-dir)"
-	}
-	return ""
-}
-
 // exitError renders err for the user: "error: <message> (code <code>)"
 // plus a hint line for known codes, with exit code 1. Errors that already
 // carry an exit code pass through unchanged.
@@ -166,10 +147,10 @@ func exitError(err error) error {
 	}
 	var b strings.Builder
 	b.WriteString("error: " + msg)
-	if code != "" && code != codeUnreachable {
+	if code != "" && code != codeUnreachable && code != codeBrokerUnreachable {
 		fmt.Fprintf(&b, " (code %s)", code)
 	}
-	h := hint(code)
+	h := hintFor(err, code)
 	var he *hintedError
 	if errors.As(err, &he) && he.code == code {
 		h = he.hint

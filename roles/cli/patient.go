@@ -38,7 +38,7 @@ func waitOut(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	we := &wire.Error{Detail: be.Detail}
-	if we.Reason() == wire.ReasonNotInCatalog { // the broker asked the catalog already
+	if we.NotInCatalog() { // the broker asked the catalog already
 		return 0, false
 	}
 	d, _ := we.RetryAfter()

@@ -12,7 +12,7 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-func unauthorizedErr(msg string) error {
+func unauthorizedErr(msg string) *wire.Error {
 	return &wire.Error{Code: wire.CodeUnauthorized, Retry: wire.RetryFatal, Message: msg}
 }
 
@@ -53,7 +53,8 @@ func (s *Service) authorize(r *http.Request, sc scope) (*auth.Identity, error) {
 	}
 	tenant := r.PathValue("tenant")
 	if id.TenantID != tenant {
-		return nil, unauthorizedErr(fmt.Sprintf("tenant mismatch: token is for tenant %q, not %q", id.TenantID, tenant))
+		return nil, unauthorizedErr(fmt.Sprintf("tenant mismatch: token is for tenant %q, not %q", id.TenantID, tenant)).
+			WithDetail(wire.DetailReason, wire.ReasonTenantMismatch)
 	}
 	action := auth.ActionTenantManage
 	if sc == scopeToken {

@@ -89,9 +89,9 @@ func (p *problems) subject(field, v string) {
 
 // batchRequest is the body of a batch create.
 type batchRequest struct {
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
-	Streams        []wire.StreamSpec `json:"streams,omitempty"`
-	Caches         []wire.CacheSpec  `json:"caches,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	Streams        []streamCreate   `json:"streams,omitempty"`
+	Caches         []wire.CacheSpec `json:"caches,omitempty"`
 }
 
 // batchResponse answers a batch create.
@@ -137,13 +137,17 @@ func validateBatch(tenant, ns string, req batchRequest) (Batch, error) {
 		p.add("idempotency_key", "longer than %d characters", maxIdemKeyLen)
 	}
 	seen := map[string]bool{}
-	for i, sp := range req.Streams {
+	for i, c := range req.Streams {
 		field := fmt.Sprintf("streams[%d]", i)
+		sp, sp0 := c.newStream()
+		for _, q := range sp0 {
+			p = append(p, field+"."+q)
+		}
 		p.samePath(field+".tenant_id", sp.TenantID, tenant)
 		p.samePath(field+".namespace", sp.Namespace, ns)
 		sp.TenantID, sp.Namespace = tenant, ns
 		applyStreamDefaults(&sp)
-		if err := validateStream(sp); err != nil {
+		if err := validateNewStream(sp); err != nil {
 			p.add(field, "%s", messageOf(err))
 		}
 		if seen["s/"+sp.Stream] {

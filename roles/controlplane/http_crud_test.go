@@ -61,7 +61,7 @@ func TestHTTPStreamCRUD(t *testing.T) {
 	h.expectError(409, "conflict", "POST", base, h.admin, map[string]any{"stream": "orders"})
 	h.expectError(404, "not_found", "POST", "/v1/tenants/default/namespaces/nope/streams", h.admin, map[string]any{"stream": "x"}, `namespace "default/nope"`)
 
-	h.expect(201, "POST", base, h.admin, map[string]any{"stream": "events", "shards": 8, "durable": true, "consistency": "quorum", "replication_factor": 3,
+	h.expect(201, "POST", base, h.admin, map[string]any{"stream": "events", "shards": 8, "durable": true, "consistency": "leader", "replication_factor": 1,
 		"retention": map[string]any{"max_age_seconds": 60}, "sub_queue_policy": "block"}, &sp)
 	if sp.Shards != 8 || !sp.Durable || sp.Retention.MaxAgeSeconds == nil || *sp.Retention.MaxAgeSeconds != 60 {
 		t.Fatalf("created %+v", sp)
@@ -142,6 +142,14 @@ func TestHTTPValidation(t *testing.T) {
 		{streams, map[string]any{"stream": "s", "shards": 1025}, "shards"},
 		{streams, map[string]any{"stream": "s", "consistency": "eventual"}, "consistency"},
 		{streams, map[string]any{"stream": "s", "replication_factor": 8}, "replication_factor"},
+		// Accepted and silently ignored settings are refused (issue 15).
+		{streams, map[string]any{"stream": "s", "replication_factor": 3}, "replication_factor: 3 needs replication between brokers, and clustering is not built yet"},
+		{streams, map[string]any{"stream": "s", "consistency": "quorum"}, `consistency: "quorum" needs replication between brokers`},
+		{streams, map[string]any{"stream": "s", "shards": 0}, "shards: 0 is out of range 1..1024"},
+		{"/v1/tenants/default/namespaces/default/batch", map[string]any{"streams": []any{map[string]any{"stream": "s", "shards": 0}}}, "streams[0].shards: 0 is out of range"},
+		{"/v1/tenants/default/namespaces/default/batch", map[string]any{"streams": []any{map[string]any{"stream": "s", "replication_factor": 2}}}, "streams[0]: replication_factor: 2 needs replication"},
+		{"/v1/tenants/default/tokens", map[string]any{"sub": "x", "perms": []string{"stream.pub:stream:default/*"}}, `unknown action "stream.pub"`},
+		{"/v1/tenants/default/tokens", map[string]any{"sub": "x", "perms": []string{"nothing.*:stream:default/*"}}, `unknown action "nothing.*"`},
 		{streams, map[string]any{"stream": "s", "sub_queue_policy": "nope"}, "sub_queue_policy"},
 		{streams, map[string]any{"stream": "bad name"}, "stream"},
 		{streams, map[string]any{"stream": "s", "namespace": "other"}, "namespace"},
@@ -155,6 +163,8 @@ func TestHTTPValidation(t *testing.T) {
 	for _, tc := range cases {
 		h.expectError(400, "invalid_request", "POST", tc.path, h.admin, tc.body, tc.fragment)
 	}
+	h.expectError(400, "invalid_request", "PUT", "/v1/tenants/default/policies/r", h.admin,
+		map[string]any{"permissions": []string{"cache.reed:cache:default/*"}}, `unknown action "cache.reed"`)
 	// Several bad fields are reported together.
 	h.expectError(400, "invalid_request", "POST", streams, h.admin, map[string]any{"stream": "s", "shards": 5000, "consistency": "x"}, "shards", "consistency")
 	// A body over 1 MiB is refused.

@@ -21,11 +21,11 @@ func (s *Service) createStream(r *http.Request, _ *auth.Identity) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	var sp wire.StreamSpec
-	if err := decodeBody(r, &sp); err != nil {
+	var req streamCreate
+	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
-	var p problems
+	sp, p := req.newStream()
 	p.samePath("tenant_id", sp.TenantID, n[0])
 	p.samePath("namespace", sp.Namespace, n[1])
 	if err := p.err(); err != nil {
@@ -33,7 +33,7 @@ func (s *Service) createStream(r *http.Request, _ *auth.Identity) (int, any, err
 	}
 	sp.TenantID, sp.Namespace = n[0], n[1]
 	applyStreamDefaults(&sp)
-	if err := validateStream(sp); err != nil {
+	if err := validateNewStream(sp); err != nil {
 		return 0, nil, err
 	}
 	if err := s.store.CreateStream(r.Context(), sp); err != nil {

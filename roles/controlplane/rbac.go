@@ -25,6 +25,8 @@ func validatePerms(field string, perms []string, p *problems) {
 	default:
 		if _, err := auth.CompilePerms(perms); err != nil {
 			p.add(field, "%v", err)
+		} else if err := auth.CheckActions(perms); err != nil {
+			p.add(field, "%v", err)
 		}
 	}
 }

@@ -80,8 +80,57 @@ func applyStreamDefaults(s *wire.StreamSpec) {
 	}
 }
 
+// streamCreate is the body of a stream create: the spec, with shards
+// read apart so that an explicit 0 is refused instead of becoming the
+// default.
+type streamCreate struct {
+	wire.StreamSpec
+	Shards *uint32 `json:"shards,omitempty"` // nil: absent, the default 1
+}
+
+// newStream is the spec a create request asks for, before defaults,
+// with the problem of an explicit 0 shards when there is one.
+func (c streamCreate) newStream() (wire.StreamSpec, problems) {
+	sp := c.StreamSpec
+	var p problems
+	if c.Shards != nil {
+		if *c.Shards == 0 {
+			p.add("shards", "0 is out of range 1..%d (omit it for 1)", maxShards)
+		}
+		sp.Shards = *c.Shards
+	}
+	return sp, p
+}
+
+// validateNewStream checks the spec of a stream to create (after
+// defaults): validateStream, and nothing the cluster cannot do yet.
+func validateNewStream(s wire.StreamSpec) error {
+	p := streamProblems(s)
+	p.clustering(s)
+	return p.err()
+}
+
+// clustering refuses what needs replication between brokers, which is
+// not built: a replication factor above 1 or quorum acks would be stored
+// and silently not honoured (every shard has one copy and acks come from
+// its one broker). Streams stored by earlier releases with such values
+// are left alone, so updating their other fields still works.
+func (p *problems) clustering(s wire.StreamSpec) {
+	const why = "needs replication between brokers, and clustering is not built yet: every shard has one copy"
+	if s.ReplicationFactor > 1 {
+		p.add("replication_factor", "%d %s; use 1", s.ReplicationFactor, why)
+	}
+	if s.Consistency == "quorum" {
+		p.add("consistency", "\"quorum\" %s, so acks come from its broker alone; use \"leader\"", why)
+	}
+}
+
 // validateStream checks a complete stream spec (after defaults).
 func validateStream(s wire.StreamSpec) error {
+	return streamProblems(s).err()
+}
+
+func streamProblems(s wire.StreamSpec) problems {
 	var p problems
 	p.name("stream", s.Stream)
 	if s.Shards < 1 || s.Shards > maxShards {
@@ -95,7 +144,7 @@ func validateStream(s wire.StreamSpec) error {
 	}
 	p.queuePolicy(s.SubQueuePolicy)
 	p.retention(s.Retention)
-	return p.err()
+	return p
 }
 
 func (p *problems) queuePolicy(v string) {
@@ -151,6 +200,8 @@ func validateTokenRequest(r tokenRequest) (*auth.Matcher, error) {
 	default:
 		var err error
 		if m, err = auth.CompilePerms(r.Perms); err != nil {
+			p.add("perms", "%v", err)
+		} else if err := auth.CheckActions(r.Perms); err != nil {
 			p.add("perms", "%v", err)
 		}
 	}

@@ -4,6 +4,8 @@
 // catalog and the token keys straight from the control plane's service),
 // with all state under one data directory:
 //
+//	<data-dir>/controlplane.lock, broker.lock
+//	                             held (flock) by the one process running that role here: "PID running|stopping"
 //	<data-dir>/raft/raft.db      the control plane's Raft log and snapshots
 //	<data-dir>/raft/catalog.db   catalog, signing keys, revocations (bbolt)
 //	<data-dir>/tls/ca.pem        development CA (when no operator certificate is given)

@@ -190,6 +190,7 @@ func runNode(c *cli.Context, withControlPlane, withBroker bool) error {
 	if err != nil {
 		return err
 	}
+	defer n.locks.release()
 	ctx, cancel := context.WithCancelCause(c.Context)
 	defer cancel(nil)
 	n.abort = cancel
@@ -234,6 +235,18 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 		}
 		n.expiry = exp
 	}
+	var roles []string
+	if withControlPlane {
+		roles = append(roles, roleControlPlane)
+	}
+	if withBroker {
+		roles = append(roles, roleBroker)
+	}
+	locks, err := lockRoles(o.DataDir, roles...)
+	if err != nil {
+		return nil, err
+	}
+	n.locks = locks
 	return n, nil
 }
 
@@ -282,6 +295,7 @@ func waitForSignal(ctx context.Context, log *slog.Logger, budget time.Duration) 
 // served meanwhile), then stops everything else, newest first. A drain
 // the budget cut short is exit code 1.
 func (n *node) shutdown() error {
+	n.locks.stopping()
 	var drainErr error
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), n.o.ShutdownTimeout)

@@ -47,6 +47,10 @@ type node struct {
 
 	running startedSet
 
+	// locks hold --data-dir's state of the node's roles for the life of
+	// the process; empty in tests that build a node by hand.
+	locks dirLocks
+
 	// What the steps started, for the steps after them and for shutdown.
 	cp      *controlplane.Service
 	ct      *controlPlaneTLS

@@ -44,6 +44,7 @@ func runTestNode(t *testing.T, fault func(string) error, extra ...string) starte
 		if err != nil {
 			return err
 		}
+		defer n.locks.release()
 		n.fault = fault
 		out.err = n.start(c.Context)
 		out.stillRunning = n.running.len()

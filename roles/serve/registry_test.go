@@ -33,6 +33,7 @@ func TestServeRegistersItsBroker(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			defer n.locks.release()
 			if err := n.start(c.Context); err != nil {
 				return err
 			}

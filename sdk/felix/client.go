@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -72,9 +73,10 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
+	start := time.Now()
 	conn, err := quic.DialAddr(dialCtx, cfg.Addr, tlsConf, quicConfig(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("felix: dial %s: %w", cfg.Addr, err)
+		return nil, dialError(cfg.Addr, start, err)
 	}
 	c := newClient(cfg, conn)
 	first, err := c.openStream(ctx)

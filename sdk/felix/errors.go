@@ -1,8 +1,11 @@
 package felix
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -97,4 +100,44 @@ func wasNotSent(err error) bool {
 // invalidArg is a client-side validation failure; nothing was sent.
 func invalidArg(format string, args ...any) error {
 	return notSent(fmt.Errorf("felix: "+format, args...))
+}
+
+// DialError is a QUIC dial to the broker that failed before a connection
+// was made. QUIC runs over UDP, where nothing answers "connection
+// refused": a broker that is not running, a wrong address and a firewall
+// dropping UDP all end in the same timeout, which Timeout reports. Find it
+// with errors.As.
+type DialError struct {
+	Addr   string        // the address dialed
+	Waited time.Duration // how long the dial waited before giving up
+	Err    error         // what quic-go or the context reported
+}
+
+// Error implements error. A timeout says that nothing answered and how
+// long the dial waited, rather than quic-go's "no recent network
+// activity" or "context deadline exceeded".
+func (e *DialError) Error() string {
+	if e.Timeout() {
+		return fmt.Sprintf("felix: nothing answered at %s over QUIC (UDP) within %v", e.Addr, e.Waited)
+	}
+	return fmt.Sprintf("felix: dial %s: %v", e.Addr, e.Err)
+}
+
+// Unwrap returns the dial's own error.
+func (e *DialError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the dial gave up waiting for an answer (its
+// handshake or its context timed out), as opposed to failing at once
+// (a bad address, a refused certificate).
+func (e *DialError) Timeout() bool {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
+
+// dialError wraps a failed dial of addr that started at start.
+func dialError(addr string, start time.Time, err error) *DialError {
+	return &DialError{Addr: addr, Waited: time.Since(start).Round(100 * time.Millisecond), Err: err}
 }
