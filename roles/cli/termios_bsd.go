@@ -1,0 +1,8 @@
+//go:build darwin || freebsd || netbsd || openbsd
+
+package cli
+
+import "golang.org/x/sys/unix"
+
+// ioctlReadTermios is the ioctl that reads a terminal's settings (isTerminal).
+const ioctlReadTermios = unix.TIOCGETA
