@@ -41,6 +41,7 @@ type connection struct {
 	// frame (see idleReader); once draining is set, each park signals
 	// parkC (one slot, never blocking), which the drain waits on.
 	parked   atomic.Int64
+	unparked atomic.Int64 // how many times a parked stream read a byte
 	draining atomic.Bool
 	parkC    chan struct{}
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // idleReader is a request stream's receive half as its read loop sees
@@ -44,6 +45,9 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 // for a frame, and once the drain started tells it a stream parked.
 func (c *connection) park(d int64) {
 	c.parked.Add(d)
+	if d < 0 {
+		c.unparked.Add(1)
+	}
 	if d > 0 && c.draining.Load() {
 		select {
 		case c.parkC <- struct{}{}:
@@ -59,14 +63,28 @@ func (t *tracker) count() int {
 	return t.n
 }
 
+// idleQuiet is how long every open request stream must stay parked
+// between frames, with none reading a byte, before the drain takes them
+// as idle: a publisher whose frames are still arriving parks for moments
+// between them, and must not be cut off.
+const idleQuiet = 100 * time.Millisecond
+
 // waitRequests is the drain's first wait: for the request streams to
 // finish by themselves, until graceCtx ends, or until every one still
-// open is parked between frames (idle, like a subscriber's control
-// stream), since only the client would end those and an idle
-// subscription must not hold the shutdown.
+// open has stayed parked between frames for idleQuiet (idle, like a
+// subscriber's control stream), since only the client would end those
+// and an idle subscription must not hold the shutdown.
 func (c *connection) waitRequests(graceCtx context.Context) {
 	c.draining.Store(true)
-	for c.parked.Load() < int64(c.requests.count()) {
+	quiet := time.NewTimer(idleQuiet)
+	defer quiet.Stop()
+	for {
+		var quietC <-chan time.Time
+		seen := c.unparked.Load()
+		if c.parked.Load() >= int64(c.requests.count()) {
+			quiet.Reset(idleQuiet)
+			quietC = quiet.C
+		}
 		select {
 		case <-c.requests.idleC():
 			return
@@ -75,6 +93,10 @@ func (c *connection) waitRequests(graceCtx context.Context) {
 		case <-c.done:
 			return
 		case <-c.parkC:
+		case <-quietC:
+			if c.unparked.Load() == seen && c.parked.Load() >= int64(c.requests.count()) {
+				return
+			}
 		}
 	}
 }
