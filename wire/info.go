@@ -92,7 +92,7 @@ func newInfoMessage(t string) Message {
 	case "cache_keys_page":
 		return &CacheKeysPage{}
 	}
-	return nil
+	return newClusterMessage(t)
 }
 
 // Validate checks the required fields of a stream_info.

@@ -196,7 +196,7 @@ func TestEmptyKeyIsNoKey(t *testing.T) {
 }
 
 func TestUnknownMessage(t *testing.T) {
-	raw := []byte(`{"type":"topology","extra":[1,2,{"x":null}]}`)
+	raw := []byte(`{"type":"frobnicate","extra":[1,2,{"x":null}]}`)
 	m, err := ParseMessage(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestUnknownMessage(t *testing.T) {
 	if !ok {
 		t.Fatalf("got %T, want *Unknown", m)
 	}
-	if u.Type != "topology" || u.MessageType() != "topology" || !bytes.Equal(u.Raw, raw) {
+	if u.Type != "frobnicate" || u.MessageType() != "frobnicate" || !bytes.Equal(u.Raw, raw) {
 		t.Errorf("unknown = %+v", u)
 	}
 	raw[2] = 'X' // Raw is a copy, not an alias of the input.
