@@ -176,6 +176,8 @@ func TestClusterPinnedShapes(t *testing.T) {
 		{&ShardOwnersView{RequestID: 1, Owners: []ShardOwner{{Shard: 0}}},
 			`{"type":"shard_owners_view","request_id":1,"owners":[{"shard":0,"generation":0}]}`},
 		{&StreamShardsView{Shards: 2, RequestID: 4}, `{"type":"stream_shards_view","shards":2,"request_id":4}`},
+		{&Publish{TenantID: "acme", Namespace: "city", Stream: "ticks", Payload: []byte("t"), Shard: u32p(2)},
+			`{"type":"publish","tenant_id":"acme","namespace":"city","stream":"ticks","payload":"dA==","shard":2}`},
 	} {
 		got, err := MarshalMessage(c.m)
 		if err != nil || string(got) != c.want {
@@ -214,6 +216,7 @@ func TestClusterBadShapesAreInvalid(t *testing.T) {
 		`{"type":"stream_shards_view","shards":1.5}`,
 		`{"type":"publish_width","width":-4}`,
 		`{"type":"shard_moved","resume_from":"x"}`,
+		`{"type":"publish","shard":-1}`,
 	} {
 		_, err := ParseMessage([]byte(raw))
 		if err == nil {
@@ -249,6 +252,9 @@ func TestClusterValidate(t *testing.T) {
 		{&ShardMoved{Addr: "a:1"}, "addr without node_id"},
 		{&PublishWidth{TenantID: "a", Namespace: "b", Stream: "c"}, "width must be at least 1"},
 		{&PublishWidth{TenantID: "a", Namespace: "b", Width: 2}, "missing field stream"},
+		{&Publish{TenantID: "a", Namespace: "b", Stream: "c", Payload: []byte{}, Key: []byte("k"), Shard: u32p(1)}, "shard and key are exclusive"},
+		{&PublishBatch{TenantID: "a", Namespace: "b", Stream: "c", Payloads: [][]byte{}, Key: []byte("k"), Shard: u32p(0)}, "shard and key are exclusive"},
+		{&Publish{TenantID: "a", Namespace: "b", Stream: "c", Payload: []byte{}, Shard: u32p(1)}, ""},
 	} {
 		err := c.m.Validate()
 		if c.want == "" {
@@ -369,6 +375,8 @@ func FuzzParseClusterMessage(f *testing.F) {
 		`{"type":"shard_owners_view","owners":[{"shard":0,"node_id":"b","unavailable":"not_assigned"}]}`,
 		`{"type":"not_leader","node_id":"b","addr":"a","generation":18446744073709551615,"request_id":1}`,
 		`{"type":"shard_moved","subscription_id":1,"shard":4294967295,"generation":1,"resume_from":0}`,
+		`{"type":"publish","tenant_id":"a","namespace":"b","stream":"c","payload":"","shard":3,"key":"aw=="}`,
+		`{"type":"publish_batch","tenant_id":"a","namespace":"b","stream":"c","payloads":[],"shard":0}`,
 		`{"type":"stream_shards_view","shards":4,"routing":"modulo"}`,
 		`{"type":"publish_width","width":0}`,
 		`{"type":"topology_view","brokers":[null,{}]}`,

@@ -49,6 +49,10 @@ type Publish struct {
 	Key       []byte  `json:"key,omitempty"`
 	RequestID uint64  `json:"request_id,omitempty"`
 	Ack       AckMode `json:"ack,omitempty"`
+	// Shard names the shard outright instead of a key picking it
+	// (FEATURE_EXPLICIT_SHARD); never sent with Key. A shard the stream
+	// does not have is refused (CheckShard), never wrapped.
+	Shard *uint32 `json:"shard,omitempty"`
 }
 
 // PublishBatch is the JSON batch publish.
@@ -60,6 +64,8 @@ type PublishBatch struct {
 	Key       []byte   `json:"key,omitempty"`
 	RequestID uint64   `json:"request_id,omitempty"`
 	Ack       AckMode  `json:"ack,omitempty"`
+	// Shard is as in Publish.
+	Shard *uint32 `json:"shard,omitempty"`
 }
 
 // PublishOK acknowledges a publish. Offset is the first offset of the batch

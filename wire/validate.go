@@ -23,6 +23,15 @@ func validAck(a AckMode) error {
 	return NewError(CodeInvalidRequest, "unknown ack mode %q", a)
 }
 
+// validShardOrKey refuses a publish that both names a shard and carries a
+// routing key: the two would pick the shard twice.
+func validShardOrKey(kind string, shard *uint32, key []byte) error {
+	if shard != nil && len(key) > 0 {
+		return NewError(CodeInvalidRequest, "%s: shard and key are exclusive", kind)
+	}
+	return nil
+}
+
 // Validate checks the required fields of an auth.
 func (m *Auth) Validate() error {
 	return requireNames("auth", [2]string{"tenant_id", m.TenantID}, [2]string{"token", m.Token})
@@ -36,6 +45,9 @@ func (m *Publish) Validate() error {
 	if m.Payload == nil {
 		return NewError(CodeInvalidRequest, "publish: missing field payload")
 	}
+	if err := validShardOrKey("publish", m.Shard, m.Key); err != nil {
+		return err
+	}
 	return validAck(m.Ack)
 }
 
@@ -46,6 +58,9 @@ func (m *PublishBatch) Validate() error {
 	}
 	if m.Payloads == nil {
 		return NewError(CodeInvalidRequest, "publish_batch: missing field payloads")
+	}
+	if err := validShardOrKey("publish_batch", m.Shard, m.Key); err != nil {
+		return err
 	}
 	return validAck(m.Ack)
 }
