@@ -20,7 +20,7 @@ const (
 		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
 		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
 	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete |
-		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained
+		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
@@ -151,9 +151,9 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 	}
 	switch m := msg.(type) {
 	case *wire.Publish:
-		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, m.RequestID, m.Ack, m)
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, [][]byte{m.Payload}, m.RequestID, m.Ack, m)
 	case *wire.PublishBatch:
-		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, m.RequestID, m.Ack, m)
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, m.Payloads, m.RequestID, m.Ack, m)
 	case *wire.Subscribe:
 		cs.answerSubscribe(cs.handleSubscribe(m))
 	case *wire.StreamRead:
@@ -191,9 +191,9 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 func (cs *controlStream) handleIngressMessage(msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.Publish:
-		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, [][]byte{m.Payload}, 0, wire.AckNone, m)
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, [][]byte{m.Payload}, 0, wire.AckNone, m)
 	case *wire.PublishBatch:
-		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Payloads, 0, wire.AckNone, m)
+		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, m.Payloads, 0, wire.AckNone, m)
 	default:
 		return false
 	}

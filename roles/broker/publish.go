@@ -11,6 +11,7 @@ import (
 type pubRequest struct {
 	tenant, ns, stream string
 	key                []byte
+	shard              *uint32  // an explicit shard (JSON publishes only), else the key picks
 	payloads           [][]byte // owned by the request; the core retains them
 	acked              bool
 	requestID          uint64
@@ -22,7 +23,7 @@ func (r *pubRequest) bytes() int64 {
 
 // handleJSONPublish serves publish and publish_batch. On an ingress stream
 // the ack mode is ignored.
-func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte, payloads [][]byte,
+func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte, shard *uint32, payloads [][]byte,
 	requestID uint64, ack wire.AckMode, v wire.Validator) {
 	acked := cs.out != nil && ack != "" && ack != wire.AckNone
 	if err := v.Validate(); err != nil {
@@ -34,7 +35,7 @@ func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte
 		}
 		return
 	}
-	cs.publish(&pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, payloads: payloads, acked: acked, requestID: requestID})
+	cs.publish(&pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, shard: shard, payloads: payloads, acked: acked, requestID: requestID})
 }
 
 // handleBinary serves a binary publish; any other binary frame, or one
@@ -82,6 +83,13 @@ func (cs *controlStream) publish(r *pubRequest) {
 		return
 	}
 	idx := st.ShardForKey(r.key)
+	if r.shard != nil { // FEATURE_EXPLICIT_SHARD: refused when out of range, never wrapped
+		if err := wire.CheckShard("stream", r.stream, *r.shard, st.Shards()); err != nil {
+			cs.refuse(r, asWireError(err))
+			return
+		}
+		idx = *r.shard
+	}
 	sh, err := st.Shard(idx)
 	if err != nil {
 		cs.refuse(r, asWireError(err))
