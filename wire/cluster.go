@@ -98,7 +98,8 @@ type Broker struct {
 	LastHeartbeatMs int64 `json:"last_heartbeat_ms"`
 	// DownAtMs is when the leader marked it down (state down only).
 	DownAtMs int64 `json:"down_at_ms,omitempty"`
-	// ShardsOwned is how many shards are placed on it (0 until placement exists).
+	// ShardsOwned is how many shards are placed on it (counted from the
+	// placement when the registry is read; not stored).
 	ShardsOwned int `json:"shards_owned"`
 	// FinalizedFeatures, in the answer to a registration or a heartbeat
 	// only, are the fleet features finalized at that moment: how a broker

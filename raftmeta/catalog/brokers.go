@@ -333,12 +333,19 @@ func fleetView(tx *bolt.Tx, brokers []wire.Broker) wire.FleetFeaturesView {
 	return view
 }
 
-// Brokers returns every broker record, in node id order.
+// Brokers returns every broker record, in node id order, with the number
+// of shards placed on each.
 func (c *Catalog) Brokers() ([]wire.Broker, error) {
 	var out []wire.Broker
 	err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
-		out, err = brokersIn(tx)
+		if out, err = brokersIn(tx); err != nil {
+			return err
+		}
+		owned, err := shardsOwned(tx)
+		for i := range out {
+			out[i].ShardsOwned = owned[out[i].NodeID]
+		}
 		return err
 	})
 	return out, err

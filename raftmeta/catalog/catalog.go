@@ -64,6 +64,8 @@ type Catalog struct {
 	// last committed write transaction (see update), so AppliedIndex never
 	// reads the file and stays true after Close.
 	applied atomic.Uint64
+	// inputsC is PlacementInputsChanged's channel once asked for (nil before).
+	inputsC atomic.Pointer[chan struct{}]
 }
 
 // The node finds ApplyBatch by a type assertion, so a signature that
@@ -129,7 +131,7 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
-	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog, catBrokersBucket, catFleetBucket}
+	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog, catBrokersBucket, catFleetBucket, catPlacementBucket}
 	for _, k := range FeedKinds {
 		names = append(names, liveBucket(k), logBucket(k))
 	}
@@ -243,6 +245,7 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 		return nil, badCommand("request id too long")
 	}
 	w := &writer{tx: tx, keep: c.keep}
+	c.notifyPlacementInputs(cmd)
 	switch cmd.Op {
 	case opWrite:
 		return nil, w.applyWrite(cmd)
@@ -267,6 +270,8 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 		return w.applyImport(cmd.Import)
 	case opRegisterBroker, opHeartbeatBroker, opMarkBrokerDown, opDeregisterBroker, opFinalizeFeatures:
 		return w.applyBrokerCmd(cmd)
+	case opApplyPlacement:
+		return w.applyPlacement(cmd.Placement)
 	}
 	return nil, badCommand(fmt.Sprintf("unknown op %q", cmd.Op))
 }

@@ -91,7 +91,8 @@ type catalogCmd struct {
 	Namespace *wire.Namespace   `json:"namespace,omitempty"`
 	Batch     *Batch            `json:"batch,omitempty"`
 	Import    *Import           `json:"import,omitempty"`
-	Broker    *brokerCmd        `json:"broker,omitempty"` // the broker registry's commands (brokers.go)
+	Broker    *brokerCmd        `json:"broker,omitempty"`    // the broker registry's commands (brokers.go)
+	Placement *PlacementChange  `json:"placement,omitempty"` // a placement pass (placement.go)
 	// Request, when set, makes the command exactly-once: a second entry
 	// with the same request id is not applied again and answers with the
 	// first one's outcome, so a proposer may re-propose a command whose

@@ -16,7 +16,7 @@ func adminCommand() *cli.Command {
 	return group(&cli.Command{
 		Name:      "admin",
 		Usage:     "manage tenants, namespaces, streams, caches and tokens through the control plane",
-		UsageText: "felix admin tenant|namespace|stream|cache create|list|get|delete ...\nfelix admin token create --sub NAME --perms PERMS [--ttl 24h]\nfelix admin token revoke|unrevoke --sub NAME\nfelix admin token exchange --oidc-token FILE\nfelix admin rbac policy|role ...\nfelix admin oidc set|get\nfelix admin members list\nfelix admin brokers list|deregister\nfelix admin features list|finalize",
+		UsageText: "felix admin tenant|namespace|stream|cache create|list|get|delete ...\nfelix admin token create --sub NAME --perms PERMS [--ttl 24h]\nfelix admin token revoke|unrevoke --sub NAME\nfelix admin token exchange --oidc-token FILE\nfelix admin rbac policy|role ...\nfelix admin oidc set|get\nfelix admin members list\nfelix admin brokers list|deregister\nfelix admin features list|finalize\nfelix admin placement show STREAM|--cache CACHE",
 		Description: "Talks to the control plane's REST API (--controlplane, else client.json) with the token\n" +
 			"in --token-file. Streams, caches and namespaces live in --tenant (and --namespace).\n" +
 			"Examples:\n\n" +
@@ -33,6 +33,7 @@ func adminCommand() *cli.Command {
 			oidcCommand(),
 			membersCommand(),
 			brokersCommand(), featuresCommand(),
+			placementCommand(),
 		},
 	})
 }

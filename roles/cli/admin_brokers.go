@@ -41,8 +41,8 @@ func brokersListCommand() *cli.Command {
 		Usage:     "list the registered brokers and their state",
 		ArgsUsage: " ",
 		UsageText: "felix admin brokers list [-o json]",
-		Description: "Lists every registered broker, ordered by node id. SHARDS is '-' until placement\n" +
-			"exists. Example:\n\n   felix admin brokers list -o json",
+		Description: "Lists every registered broker, ordered by node id. SHARDS counts the shards the\n" +
+			"placement gives it (felix admin placement show). Example:\n\n   felix admin brokers list -o json",
 		Flags: clientFlags(),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 0); err != nil {
@@ -104,12 +104,9 @@ func brokersDeregisterCommand() *cli.Command {
 func printBrokers(p printer, brokers []wire.Broker, now time.Time) error {
 	rows := make([][]string, 0, len(brokers))
 	for _, b := range brokers {
-		zone, shards := b.Zone, "-"
+		zone, shards := b.Zone, fmt.Sprint(b.ShardsOwned)
 		if zone == "" {
 			zone = "-"
-		}
-		if b.ShardsOwned > 0 {
-			shards = fmt.Sprint(b.ShardsOwned)
 		}
 		rows = append(rows, []string{b.NodeID, strings.Join(b.ClientAddrs, ","), zone, string(b.State), shards, heartbeatAge(b.LastHeartbeatMs, now)})
 	}

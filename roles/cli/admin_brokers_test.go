@@ -22,7 +22,7 @@ func TestPrintBrokersAndFeatures(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NODE") ||
-		strings.Join(strings.Fields(lines[1]), " ") != "broker-1 10.0.0.1:5000 a live - 2027-01-15T08:00:00Z (3s ago)" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "broker-1 10.0.0.1:5000 a live 0 2027-01-15T08:00:00Z (3s ago)" ||
 		strings.Join(strings.Fields(lines[2]), " ") != "broker-2 10.0.0.2:5000 - down 3 -" {
 		t.Fatalf("table:\n%s", out.String())
 	}

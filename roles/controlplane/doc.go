@@ -59,6 +59,18 @@
 // time, counted from no earlier than when that member became leader.
 // docs/protocol.md, "Broker registry", has the bodies.
 //
+// # Placement
+//
+// StartPlacement runs the placement loop: on whichever member leads,
+// every FELIX_SHARD_RECONCILE_INTERVAL_MS and soon after a broker,
+// stream or cache changed, it reads the registry, the catalog and the
+// assignments after a barrier, calls placement.Compute and proposes the
+// change as one command guarded by the placement's revision and
+// generation counter (a stale pass is refused and computed again). GET
+// /v1/placement/streams/{tenant}/{namespace}/{stream} and
+// .../caches/... show the assignments. Brokers do not act on them yet.
+// docs/placement.md has the rules, docs/protocol.md "Placement" the body.
+//
 // # REST API
 //
 // JSON in and out; request bodies at most 1 MiB, unknown fields refused.
@@ -71,6 +83,8 @@
 //     need cluster.manage on "cluster", from a token of any tenant;
 //   - namespaces, streams and caches under /v1/tenants/{tenant}/ need a token
 //     whose tid is {tenant} holding tenant.manage on tenant:{tenant};
+//   - GET /v1/placement/... accepts that too, or stream.subscribe on the
+//     stream, or cache.read on the whole cache;
 //   - POST /v1/tenants/{tenant}/tokens needs token.create on tenant:{tenant},
 //     and can only grant permissions the calling token holds itself;
 //   - a cluster.manage token passes every tenant route of every tenant;

@@ -60,6 +60,13 @@ func (s *Service) authorize(r *http.Request, sc scope) (*auth.Identity, error) {
 	if sc == scopeToken {
 		action = auth.ActionTokenCreate
 	}
+	if sc == scopeRead && !id.Perms.Allows(action, auth.TenantResource(tenant)) {
+		read, resource := readResource(r)
+		if !id.Perms.Allows(read, resource) {
+			return nil, forbiddenErr("token lacks %s on %q (or %s on %q)", read, resource, action, auth.TenantResource(tenant))
+		}
+		return id, nil
+	}
 	if !id.Perms.Allows(action, auth.TenantResource(tenant)) {
 		return nil, forbiddenErr("token lacks %s on %q", action, auth.TenantResource(tenant))
 	}

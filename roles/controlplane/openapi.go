@@ -78,6 +78,7 @@ func operation(rt route) obj {
 var scopeDoc = map[scope]string{
 	scopeCluster: "Needs a token holding cluster.manage on \"cluster\".",
 	scopeTenant:  "Needs a token of the path's tenant holding tenant.manage on tenant:{tenant}, or a cluster.manage token.",
+	scopeRead:    "Needs a token of the path's tenant holding tenant.manage on tenant:{tenant}, stream.subscribe on the stream or cache.read on the whole cache, or a cluster.manage token.",
 	scopeToken:   "Needs a token of the path's tenant holding token.create on tenant:{tenant}, or a cluster.manage token. The minted permissions must each be held by the calling token.",
 }
 

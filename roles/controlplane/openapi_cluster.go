@@ -1,7 +1,7 @@
 package controlplane
 
-// withClusterSchemas adds the broker registry's and the feature gate's
-// schemas to s.
+// withClusterSchemas adds the broker registry's, the feature gate's and
+// the placement's schemas to s.
 func withClusterSchemas(s obj) obj {
 	strs := func(desc string) obj {
 		return obj{"type": "array", "items": obj{"type": "string"}, "description": desc}
@@ -21,7 +21,7 @@ func withClusterSchemas(s obj) obj {
 		"registered_at_ms":  integer(0, 0, "Unix ms of the last registration (the control plane's clock)"),
 		"last_heartbeat_ms": integer(0, 0, "Unix ms of the last heartbeat or registration"),
 		"down_at_ms":        integer(0, 0, "Unix ms when the leader marked it down"),
-		"shards_owned":      integer(0, 0, "shards placed on it (0 until placement exists)"),
+		"shards_owned":      integer(0, 0, "shards it owns in the placement"),
 	}
 	for k, v := range reg {
 		record[k] = v
@@ -39,6 +39,29 @@ func withClusterSchemas(s obj) obj {
 		"finalized": obj{"type": "boolean", "description": "on for good; brokers without it are refused at registration"},
 		"missing":   strs("live or draining brokers that lack it"),
 	})}})
+	shard := object([]string{"kind", "tenant_id", "namespace", "name", "shard", "generation"}, obj{
+		"kind":        obj{"type": "string", "enum": []string{"stream", "cache"}},
+		"tenant_id":   name("tenant"),
+		"namespace":   name("namespace"),
+		"name":        name("the stream's or cache's name"),
+		"shard":       integer(0, 65535, "shard number"),
+		"incarnation": str("the resource's incarnation the assignment is for"),
+		"node_id":     name("the owner: the broker that serves the shard; absent when not_assigned"),
+		"storage_id":  name("durable shards: the owner's storage identity when it was given the shard"),
+		"generation":  integer(0, 0, "grows with every change of owner (cluster-wide counter); 0 while unowned"),
+		"unavailable": obj{"type": "string", "enum": []string{"not_assigned", "owner_down", "storage_lost"}, "description": "why the shard is not served; absent while it is"},
+		"consistency": str("leader or quorum, when placed"),
+		"replicas": obj{"type": "array", "description": "followers (part 2; empty today)", "items": object([]string{"node_id"}, obj{
+			"node_id": name("follower's node id"), "storage_id": name("follower's storage identity")})},
+	})
+	s["Placement"] = object([]string{"kind", "tenant_id", "namespace", "name", "shards", "last_generation"}, obj{
+		"kind":            obj{"type": "string", "enum": []string{"stream", "cache"}},
+		"tenant_id":       name("tenant"),
+		"namespace":       name("namespace"),
+		"name":            name("the stream's or cache's name"),
+		"shards":          obj{"type": "array", "items": shard, "description": "one per shard, in shard order"},
+		"last_generation": integer(0, 0, "the highest generation ever handed out"),
+	})
 	s["FinalizeRequest"] = object(nil, obj{"features": strs("features to finalize; none: every supported one")})
 	return s
 }

@@ -10,6 +10,7 @@ const (
 	scopeCluster              // cluster.manage on "cluster"
 	scopeTenant               // tenant.manage on tenant:{tenant} (or cluster.manage)
 	scopeToken                // token.create on tenant:{tenant} (or cluster.manage)
+	scopeRead                 // tenant.manage, or reading the path's stream or cache (see readResource), or cluster.manage
 )
 
 // param is a query parameter, for the OpenAPI document.
@@ -118,6 +119,8 @@ func (s *Service) routes() []route {
 		{method: "GET", path: "/v1/brokers", scope: scopeCluster, summary: "List the registered brokers", response: "BrokerList", status: ok, handle: s.listBrokers},
 		{method: "POST", path: "/v1/brokers/{node}/heartbeat", scope: scopeCluster, summary: "A live broker's heartbeat (refused when it is unknown, down or deregistered: it registers again)", request: "BrokerHeartbeat", response: "Broker", status: ok, handle: s.postHeartbeat},
 		{method: "DELETE", path: "/v1/brokers/{node}", scope: scopeCluster, summary: "Deregister a broker", status: gone, handle: s.deleteBroker},
+		{method: "GET", path: pPlacementStream, scope: scopeRead, summary: "Where each shard of a stream is placed: owner node id, generation, why it is unavailable", response: "Placement", status: ok, handle: s.getStreamPlacement},
+		{method: "GET", path: pPlacementCache, scope: scopeRead, summary: "Where each shard of a cache is placed: owner node id, generation, why it is unavailable", response: "Placement", status: ok, handle: s.getCachePlacement},
 		{method: "GET", path: "/v1/fleet/features", scope: scopeCluster, summary: "The fleet-wide feature gate: each feature, whether every live broker supports it, whether it is finalized", response: "FleetFeatures", status: ok, handle: s.getFleetFeatures},
 		{method: "POST", path: "/v1/fleet/features/finalize", scope: scopeCluster, summary: "Turn fleet features on for good (none named: every supported one); refused while a live broker lacks one", request: "FinalizeRequest", response: "FleetFeatures", status: ok, handle: s.finalizeFeatures},
 	}

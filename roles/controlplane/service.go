@@ -59,6 +59,8 @@ type Service struct {
 	clusterID atomic.Pointer[string]
 	// expiry is the broker expiry loop once StartExpiry ran (nil before).
 	expiry *expiryRunner
+	// placement is the placement loop once StartPlacement ran (nil before).
+	placement *expiryRunner
 }
 
 // startTimeout bounds the store reads and writes of NewContext (loading or
@@ -222,9 +224,10 @@ func (s *Service) JWKS(ctx context.Context) ([]byte, error) {
 	return s.signer.Load().JWKS()
 }
 
-// Close stops the broker expiry loop, then closes the store.
+// Close stops the broker expiry and placement loops, then closes the store.
 func (s *Service) Close() error {
 	s.expiry.stop()
+	s.placement.stop()
 	return s.store.Close()
 }
 

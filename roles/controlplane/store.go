@@ -125,6 +125,8 @@ type Store interface {
 
 	// BrokerRegistry keeps the brokers and the fleet feature gate.
 	BrokerRegistry
+	// PlacementStore keeps the shard assignments.
+	PlacementStore
 
 	// Ready reports whether this member can serve consistent calls (it is
 	// part of a working quorum).

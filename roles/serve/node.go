@@ -234,6 +234,9 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 			return nil, cli.Exit(err.Error(), 2)
 		}
 		n.expiry = exp
+		if n.placement, err = controlplane.PlacementConfigFromEnv(o.env); err != nil {
+			return nil, cli.Exit(err.Error(), 2)
+		}
 	}
 	var roles []string
 	if withControlPlane {

@@ -35,8 +35,9 @@ type node struct {
 	log *slog.Logger
 
 	withControlPlane, withBroker bool
-	bcfg                         broker.Config             // checked before anything starts
-	expiry                       controlplane.ExpiryConfig // likewise
+	bcfg                         broker.Config                // checked before anything starts
+	expiry                       controlplane.ExpiryConfig    // likewise
+	placement                    controlplane.PlacementConfig // likewise
 	// abort ends the node's run with a cause (set by runNode): the
 	// broker calls it when the control plane refuses it for good.
 	abort context.CancelCauseFunc
@@ -115,7 +116,8 @@ func (n *node) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	n.cp, n.ct, n.catalog = cp, ct, cp
-	cp.StartExpiry(n.expiry) // stopped by cp.Close
+	cp.StartExpiry(n.expiry)       // stopped by cp.Close
+	cp.StartPlacement(n.placement) // likewise
 	n.running.push(stepControlPlane, func(context.Context) error { return cp.Close() })
 	return nil
 }

@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"context"
+
+	"github.com/felixmq/felix/raftmeta/catalog"
+	"github.com/felixmq/felix/wire"
+)
+
+// PlacementStore is the part of a Store that keeps the shard assignments
+// (see docs/placement.md). Only the leader's placement loop writes them.
+type PlacementStore interface {
+	// PlacementInput reads, after a barrier and in one transaction, the
+	// brokers, every stream and cache, and the placement.
+	PlacementInput(ctx context.Context) (catalog.PlacementInput, error)
+	// ApplyPlacement commits one placement pass; ErrConflict when the
+	// placement changed since the pass read it (compute again).
+	ApplyPlacement(ctx context.Context, ch catalog.PlacementChange) error
+	// ResourcePlacement returns, after a barrier, one stream's or cache's
+	// assignments in shard order and the generation counter.
+	ResourcePlacement(ctx context.Context, kind, tenant, ns, name string) ([]wire.ShardAssignment, uint64, error)
+	// PlacementInputsChanged receives (one coalescing slot) when this
+	// member applied a command that may change the placement's input.
+	PlacementInputsChanged() <-chan struct{}
+}
+
+var _ PlacementStore = (*RaftStore)(nil)
+
+// PlacementInput implements PlacementStore.
+func (s *RaftStore) PlacementInput(ctx context.Context) (catalog.PlacementInput, error) {
+	return readAfter(ctx, s, s.cat.PlacementInput)
+}
+
+// ApplyPlacement implements PlacementStore.
+func (s *RaftStore) ApplyPlacement(ctx context.Context, ch catalog.PlacementChange) error {
+	_, err := s.propose(ctx, catalog.CmdApplyPlacement(ch))
+	return err
+}
+
+// ResourcePlacement implements PlacementStore.
+func (s *RaftStore) ResourcePlacement(ctx context.Context, kind, tenant, ns, name string) ([]wire.ShardAssignment, uint64, error) {
+	type result struct {
+		as  []wire.ShardAssignment
+		gen uint64
+	}
+	r, err := readAfter(ctx, s, func() (result, error) {
+		as, gen, err := s.cat.ResourcePlacement(kind, tenant, ns, name)
+		return result{as, gen}, err
+	})
+	return r.as, r.gen, err
+}
+
+// PlacementInputsChanged implements PlacementStore.
+func (s *RaftStore) PlacementInputsChanged() <-chan struct{} { return s.cat.PlacementInputsChanged() }
