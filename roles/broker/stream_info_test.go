@@ -55,7 +55,9 @@ func TestStreamInfoOfADurableStream(t *testing.T) {
 func TestStreamInfoOfAnInMemoryStream(t *testing.T) {
 	e := startEnv(t, testConfig(), wire.StreamSpec{Stream: "live", Shards: 3})
 	qc := e.dial(0)
-	s := e.authed(qc, 0, allFeatures, pubAll)
+	// Acked on commit: an in-memory publish is otherwise acked when it is
+	// queued, before the shard has counted it.
+	s := e.authed(qc, 0, allFeatures|wire.FeatureAckOnCommit, pubAll)
 	s.write(binPublish("live", true, 1, numbered(0), numbered(1)))
 	if _, ok := s.recv().(*wire.PublishOK); !ok {
 		t.Fatal("publish not acked")
