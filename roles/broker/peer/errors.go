@@ -36,6 +36,21 @@ const (
 	CloseProtocolError CloseCode = 6
 )
 
+// closeCodeNames names every close code, in order, as docs/protocol.md's
+// peer close code table does.
+var closeCodeNames = []struct {
+	Code CloseCode
+	Name string
+}{
+	{CloseNormal, "normal"},
+	{CloseShutdown, "shutdown"},
+	{CloseBadHandshake, "bad handshake"},
+	{CloseWrongNode, "wrong node"},
+	{CloseVersionMismatch, "version mismatch"},
+	{CloseTooManyLinks, "too many links"},
+	{CloseProtocolError, "protocol error"},
+}
+
 // Named errors of the peer link; Dial's and a link's errors match them
 // with errors.Is. Certificate refusals found by this end also match
 // tlsconf's ErrNoPeerCert, ErrUntrustedPeer, ErrNoNodeID or ErrWrongNode.
@@ -59,6 +74,16 @@ var (
 	ErrClosed = errors.New("peer: closed")
 )
 
+// closeName is the name of code, as the protocol doc gives it.
+func closeName(code CloseCode) string {
+	for _, c := range closeCodeNames {
+		if c.Code == code {
+			return fmt.Sprintf("%d %s", code, c.Name)
+		}
+	}
+	return fmt.Sprintf("%d", code)
+}
+
 // closeErrors maps the close codes a remote end sends to named errors.
 var closeErrors = map[CloseCode]error{
 	CloseShutdown:        ErrClosed,
@@ -74,10 +99,10 @@ func remoteError(err error) error {
 	var ae *quic.ApplicationError
 	if errors.As(err, &ae) && ae.Remote {
 		if named, ok := closeErrors[ae.ErrorCode]; ok {
-			return fmt.Errorf("%w: %s", named, ae.ErrorMessage)
+			return fmt.Errorf("%w: the other node closed the link (%s): %s", named, closeName(ae.ErrorCode), ae.ErrorMessage)
 		}
 		if ae.ErrorCode == CloseNormal {
-			return fmt.Errorf("%w: %s", ErrClosed, ae.ErrorMessage)
+			return fmt.Errorf("%w: the other node closed the link: %s", ErrClosed, ae.ErrorMessage)
 		}
 	}
 	var te *quic.TransportError

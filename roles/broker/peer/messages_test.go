@@ -2,6 +2,10 @@ package peer
 
 import (
 	"bytes"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/felixmq/felix/wire"
@@ -63,4 +67,27 @@ func mustParse(t *testing.T, s string) wire.Message {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestCloseCodesMatchProtocolDoc checks the close code table of
+// docs/protocol.md's peer section lists exactly these codes, in order.
+func TestCloseCodesMatchProtocolDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Peer protocol (broker to broker)")
+	if !ok {
+		t.Fatal("docs/protocol.md has no peer protocol section")
+	}
+	rows := regexp.MustCompile(`(?m)^\| (\d+) \| ([a-z ]+) \|`).FindAllStringSubmatch(section, -1)
+	if len(rows) != len(closeCodeNames) {
+		t.Fatalf("the doc has %d close code rows, the code %d", len(rows), len(closeCodeNames))
+	}
+	for i, r := range rows {
+		want := closeCodeNames[i]
+		if r[1] != strconv.FormatUint(uint64(want.Code), 10) || r[2] != want.Name {
+			t.Errorf("doc row %d is %s %q, want %d %q", i, r[1], r[2], want.Code, want.Name)
+		}
+	}
 }
