@@ -106,12 +106,13 @@ func (e *Endpoint) Close() error {
 	}
 	e.mu.Unlock()
 	e.cancel()
-	err := e.ln.Close()
+	// Links first, so their peers hear CloseShutdown before the
+	// listener's socket goes.
 	for _, l := range links {
 		l.closeWith(CloseShutdown, "shutdown", ErrClosed)
 	}
 	e.wg.Wait()
-	return err
+	return e.ln.Close()
 }
 
 func (e *Endpoint) acceptLoop() {

@@ -60,9 +60,13 @@ func (e *Endpoint) welcome(ctx context.Context, qc *quic.Conn) (*Link, CloseCode
 	if !ok {
 		return nil, CloseBadHandshake, fmt.Errorf("%w: the first frame is %s, not %s", ErrBadHandshake, m.MessageType(), TypeHello)
 	}
-	certID, err := tlsconf.NodeIDOf(qc.ConnectionState().TLS.PeerCertificates[0])
-	if err != nil {
-		return nil, CloseWrongNode, err // VerifyNode let it through, so never
+	certs := qc.ConnectionState().TLS.PeerCertificates
+	if len(certs) == 0 { // serverTLS refused it already; never
+		return nil, CloseWrongNode, tlsconf.ErrNoPeerCert
+	}
+	certID, err := tlsconf.NodeIDOf(certs[0])
+	if err != nil { // likewise
+		return nil, CloseWrongNode, err
 	}
 	switch {
 	case h.Version != e.cfg.version:
