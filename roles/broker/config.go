@@ -98,6 +98,8 @@ type Config struct {
 
 	// Node is this broker's identity in a cluster (registration.go).
 	Node NodeConfig
+	// Peer is its listener for other brokers (peer_config.go).
+	Peer PeerConfig
 	// MaxRecordsPerRead caps the records of one stream_read page and of one
 	// log page a catching-up subscription reads
 	// (FELIX_DURABLE_MAX_RECORDS_PER_READ, default 1000).
@@ -252,6 +254,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.AckOnEnqueue = !c.AckOnCommit && strings.TrimSpace(getenv("FELIX_ACK_ON_COMMIT")) != ""
 	r.durable(&c.Durable)
 	r.node(&c.Node)
+	r.peer(&c.Peer)
 	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
 	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
 	r.int(&c.MaxOwedAcks, "FELIX_BROKER_MAX_OWED_ACKS", 1, 1<<20)
@@ -315,6 +318,9 @@ func (c *Config) Validate() error {
 	check(c.MaxRecordsPerRead > 0, "MaxRecordsPerRead (FELIX_DURABLE_MAX_RECORDS_PER_READ)")
 	check(c.RetentionInterval > 0, "RetentionInterval (FELIX_DURABLE_RETENTION_CHECK_MS)")
 	if err := c.Durable.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Peer.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -124,11 +124,15 @@ func newStorageID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// advertised is the client address to register: the configured one, else
-// the listener's, with the host name in place of an unspecified IP.
-func advertised(cfg NodeConfig, ln net.Addr) string {
-	if cfg.AdvertiseAddr != "" {
-		return cfg.AdvertiseAddr
+// advertised is the address to register for a listener at ln: the
+// configured one, else the listener's, with the host name in place of an
+// unspecified IP. Without a listener it is "".
+func advertised(configured string, ln net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	if ln == nil {
+		return ""
 	}
 	udp, ok := ln.(*net.UDPAddr)
 	if !ok || !udp.IP.IsUnspecified() {
@@ -189,12 +193,10 @@ func registrationRefused(err error) bool {
 	return errors.As(err, &we) && (we.Code == "conflict" || we.Code == wire.CodeInvalidRequest)
 }
 
-// prepareRegistration builds the registration for a listener at ln.
-func (s *Server) prepareRegistration(ln net.Addr) (*registration, error) {
-	sid, err := loadStorageID(s.cfg.Durable.StorageDir)
-	if err != nil {
-		return nil, err
-	}
+// prepareRegistration builds the registration for a client listener at
+// ln and a peer listener at peerLn (nil without one), with storage
+// identity sid.
+func (s *Server) prepareRegistration(ln, peerLn net.Addr, sid string) *registration {
 	n := s.cfg.Node
 	if n.ID == "" {
 		n.ID = DefaultNodeID
@@ -204,9 +206,9 @@ func (s *Server) prepareRegistration(ln net.Addr) (*registration, error) {
 		every = DefaultHeartbeatInterval
 	}
 	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
-		NodeID: n.ID, ClientAddrs: []string{advertised(n, ln)}, Zone: n.Zone, Region: n.Region,
-		Features: ImplementedFleetFeatures, StorageID: sid,
-	}}, nil
+		NodeID: n.ID, ClientAddrs: []string{advertised(n.AdvertiseAddr, ln)}, Zone: n.Zone, Region: n.Region,
+		Features: ImplementedFleetFeatures, StorageID: sid, PeerAddr: advertised(s.cfg.Peer.AdvertiseAddr, peerLn),
+	}}
 }
 
 // register makes one registration call.
@@ -280,15 +282,12 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 // registerAtStart makes the first registration (nothing without a
 // registry). A refusal fails the start; a control plane that does not
 // answer is retried by the heartbeat task.
-func (s *Server) registerAtStart(ctx context.Context, ln net.Addr) (*registration, bool, error) {
+func (s *Server) registerAtStart(ctx context.Context, ln, peerLn net.Addr, sid string) (*registration, bool, error) {
 	if s.registry == nil {
 		return nil, false, nil
 	}
-	reg, err := s.prepareRegistration(ln)
-	if err != nil {
-		return nil, false, fmt.Errorf("broker: %w", err)
-	}
-	err = reg.register(ctx)
+	reg := s.prepareRegistration(ln, peerLn, sid)
+	err := reg.register(ctx)
 	switch {
 	case registrationRefused(err):
 		return nil, false, fmt.Errorf("broker: the control plane refused this broker's registration: %w", err)
@@ -297,7 +296,7 @@ func (s *Server) registerAtStart(ctx context.Context, ln net.Addr) (*registratio
 		return reg, false, nil
 	}
 	s.log.Info("registered with the control plane", "node_id", reg.self.NodeID, "addr", reg.self.ClientAddrs[0],
-		"zone", reg.self.Zone, "storage_id", reg.self.StorageID)
+		"peer_addr", reg.self.PeerAddr, "zone", reg.self.Zone, "storage_id", reg.self.StorageID)
 	return reg, true, nil
 }
 

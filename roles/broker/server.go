@@ -17,6 +17,7 @@ import (
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/roles/broker/catalogsync"
+	"github.com/felixmq/felix/roles/broker/peer"
 	"github.com/felixmq/felix/roles/broker/sched"
 	"github.com/felixmq/felix/wire"
 )
@@ -77,6 +78,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	ln        *quic.Listener
+	peer      *peer.Endpoint // set by Start; nil without a peer listener
 	conns     map[*connection]struct{}
 	perSource map[string]int
 	started   bool
@@ -176,9 +178,10 @@ func (s *Server) quicConfig() *quic.Config {
 	}
 }
 
-// Start binds the QUIC listener, starts the scheduler, the catalog sync
-// and the cache sweeper, and returns once the listener accepts
-// connections. ctx bounds only the start itself; the server runs until
+// Start binds the QUIC listener and, when Config.Peer names one, the
+// peer listener (closed when Shutdown stops the background work), starts
+// the scheduler, the catalog sync and the cache sweeper, and returns once
+// the listener accepts connections. ctx bounds only the start itself; the server runs until
 // Shutdown.
 func (s *Server) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -193,12 +196,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: listen %s: %w", s.cfg.ListenAddr, err)
 	}
-	reg, registered, err := s.registerAtStart(ctx, ln.Addr())
+	pe, reg, registered, err := s.joinCluster(ctx, ln.Addr())
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	s.ln = ln
+	s.ln, s.peer = ln, pe
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
 	s.bgWG.Add(4)
@@ -207,6 +210,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
 	s.startHeartbeats(reg, registered)
+	s.stopPeerAtShutdown(pe)
 	return nil
 }
 

@@ -151,6 +151,10 @@ func (n *node) startBroker(ctx context.Context) error {
 	n.caFile = ca
 	cfg := n.bcfg
 	cfg.ListenAddr = n.o.BrokerAddr
+	cfg.Peer.Addr = n.o.PeerAddr
+	if cfg.Peer.DevCADir == "" {
+		cfg.Peer.DevCADir = filepath.Join(n.o.DataDir, "tls") // beside the serving certificate's CA
+	}
 	verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
 	srv, err := broker.New(cfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: n.log, Verifier: verifier, OnFatal: n.fatal})
 	if err != nil {

@@ -12,6 +12,17 @@
 //     server certificates (IssueServerCert). The CA is created once and
 //     reused on later starts, so clients can keep trusting the same ca.pem.
 //
+// Peer links between brokers use node certificates: a certificate bound
+// to a node id by the URI SAN felix-node://<node-id> (plus the DNS SAN
+// <node-id>.node.felix when the id is a lower-case DNS name), valid for
+// server and client authentication. WriteNodeCert issues one from the
+// development CA into the CA's directory (node.pem, node-key.pem) on
+// every start; LoadNodeCredentials reads an operator's node certificate,
+// key and cluster CA instead. VerifyNode is the one check both ends of a
+// peer link make: the chain leads to the cluster CA and the certificate
+// names the expected node (ErrNoPeerCert, ErrUntrustedPeer, ErrNoNodeID,
+// ErrWrongNode).
+//
 // ServerTLSConfig always yields TLS 1.3 only with the ALPN protocol
 // "felix/1"; client certificates are verified when offered and a client CA
 // file is given, never required. ClientTLSConfig is the matching client

@@ -1,0 +1,199 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Endpoint is one node's end of its peer links: the listener that
+// accepts links from other nodes and the dialer that opens links to
+// them. Create it with Listen; Close ends every link and waits for every
+// goroutine it started.
+type Endpoint struct {
+	cfg Config // with defaults; never changes
+	log *slog.Logger
+	ln  *quic.Listener // set by Listen; never changes
+
+	// ctx ends when Close starts: it cancels handshakes and dials.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts the accept loop, every accepted handshake and every
+	// link's run goroutine.
+	wg sync.WaitGroup
+	// refused counts links refused by this end (certificate or handshake).
+	refused atomic.Int64
+
+	mu sync.Mutex
+	// slots counts links held plus handshakes under way, both ways.
+	// Invariant: slots <= cfg.MaxLinks, and slots >= len(links).
+	slots  int                // guarded by mu
+	links  map[*Link]struct{} // guarded by mu; handshaken links
+	closed bool               // guarded by mu; set by Close
+}
+
+// Listen starts an endpoint whose listener binds the UDP address addr
+// (port 0 picks a free one).
+func Listen(addr string, cfg Config) (*Endpoint, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	e := &Endpoint{cfg: cfg, log: cfg.Logger.With("peer_node_id", cfg.NodeID), links: map[*Link]struct{}{}}
+	ln, err := quic.ListenAddr(addr, e.serverTLS(), e.quicConfig())
+	if err != nil {
+		return nil, fmt.Errorf("peer: listen %s: %w", addr, err)
+	}
+	e.ln = ln
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.wg.Add(1)
+	go e.acceptLoop()
+	return e, nil
+}
+
+func (e *Endpoint) quicConfig() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout: e.cfg.HandshakeTimeout,
+		KeepAlivePeriod:      e.cfg.KeepAlive,
+		MaxIdleTimeout:       e.cfg.MaxIdleTimeout,
+		// One bidirectional stream per link today; a few spare for the
+		// messages part 2 adds.
+		MaxIncomingStreams:    16,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// Addr is the listener's address.
+func (e *Endpoint) Addr() net.Addr { return e.ln.Addr() }
+
+// NodeID is this node's id.
+func (e *Endpoint) NodeID() string { return e.cfg.NodeID }
+
+// Refused is how many links this end has refused so far.
+func (e *Endpoint) Refused() int64 { return e.refused.Load() }
+
+// Links returns the peers of the links held now, both ways.
+func (e *Endpoint) Links() []Peer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Peer, 0, len(e.links))
+	for l := range e.links {
+		out = append(out, l.peer)
+	}
+	return out
+}
+
+// Close stops accepting, closes every link with CloseShutdown and waits
+// for every goroutine the endpoint started. Dials under way fail with
+// ErrClosed. Calling it again does nothing.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		e.wg.Wait()
+		return nil
+	}
+	e.closed = true
+	links := make([]*Link, 0, len(e.links))
+	for l := range e.links {
+		links = append(links, l)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	// Links first, so their peers hear CloseShutdown before the
+	// listener's socket goes.
+	for _, l := range links {
+		l.closeWith(CloseShutdown, "shutdown", ErrClosed)
+	}
+	e.wg.Wait()
+	return e.ln.Close()
+}
+
+func (e *Endpoint) acceptLoop() {
+	defer e.wg.Done()
+	for {
+		qc, err := e.ln.Accept(e.ctx)
+		if err != nil {
+			return
+		}
+		if err := e.reserve(); err != nil {
+			e.refuse(qc.RemoteAddr(), "too many links", err)
+			qc.CloseWithError(CloseTooManyLinks, "too many peer links")
+			continue
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.accept(qc)
+		}()
+	}
+}
+
+// reserve takes a link slot for a handshake (ErrBusy when none is
+// free, ErrClosed after Close).
+func (e *Endpoint) reserve() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return ErrClosed
+	case e.slots >= e.cfg.MaxLinks:
+		return fmt.Errorf("%w: %d peer links, the most allowed", ErrBusy, e.cfg.MaxLinks)
+	}
+	e.slots++
+	return nil
+}
+
+// release gives back a slot whose handshake failed.
+func (e *Endpoint) release() {
+	e.mu.Lock()
+	e.slots--
+	e.mu.Unlock()
+}
+
+// adopt records a handshaken link in its reserved slot and starts it;
+// after Close it closes the link instead and returns ErrClosed.
+func (e *Endpoint) adopt(l *Link) error {
+	e.mu.Lock()
+	if e.closed {
+		e.slots--
+		e.mu.Unlock()
+		l.qc.CloseWithError(CloseShutdown, "shutdown")
+		return ErrClosed
+	}
+	e.links[l] = struct{}{}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		l.run()
+	}()
+	return nil
+}
+
+// forget drops an ended link and frees its slot.
+func (e *Endpoint) forget(l *Link) {
+	e.mu.Lock()
+	if _, ok := e.links[l]; ok {
+		delete(e.links, l)
+		e.slots--
+	}
+	e.mu.Unlock()
+}
+
+// refuse logs and counts a link this end refused.
+func (e *Endpoint) refuse(remote net.Addr, why string, err error) {
+	e.refused.Add(1)
+	e.log.Warn("refused a peer connection: "+why, "remote", fmt.Sprint(remote), "err", err)
+}
+
+// isClosed reports whether err is the end of the endpoint.
+func (e *Endpoint) isClosed(err error) bool {
+	return errors.Is(err, ErrClosed) || e.ctx.Err() != nil
+}
