@@ -25,6 +25,15 @@
 // refused later, and shows the gate its answers carry as
 // felix_broker_fleet_feature_enabled. See registration.go.
 //
+// # Peer link
+//
+// With Config.Peer set, Start also opens the peer listener: QUIC with ALPN
+// felix-peer/1 and mutual TLS, each side checking that the other's node
+// certificate names the node it expects (felix-node://<node-id>). Its
+// advertised address is registered as peer_addr. The link carries a
+// handshake and ping today (package peer); Shutdown closes it after the
+// rest of the background work. See peer_config.go and peer_link.go.
+//
 // # Streams
 //
 // Every stream a client opens begins with a JSON auth frame. A
