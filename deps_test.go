@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"internal/faultfs":     {"log"}, // imported by tests only
 	"internal/atomicfile":  {},      // crash-safe small-file writes, a leaf
 	"internal/metricdoc":   {},      // HELP text for every metric family: a leaf
+	"internal/authtest":    {},      // the expiry cases every side is tested with (tests only)
 	"internal/buildinfo":   {},      // what the binary was built from: a leaf
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {"internal/atomicfile"},

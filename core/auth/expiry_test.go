@@ -3,31 +3,16 @@ package auth
 import (
 	"context"
 	"errors"
+	"github.com/felixmq/felix/internal/authtest"
 	"testing"
-	"time"
 
 	"github.com/felixmq/felix/wire"
 )
 
-// skewCases are the clock skews the expiry rule is tested with, here and
-// (the same list) in the broker's and the control plane's tests: how long
-// after the token's exp the verifying host's clock reads, and whether the
-// token is still accepted there.
-var skewCases = []struct {
-	afterExp time.Duration
-	accepted bool
-}{
-	{-time.Second, true},
-	{2 * time.Second, true}, // the case issue 15 saw accepted by one side only
-	{DefaultLeeway, true},
-	{DefaultLeeway + time.Second, false},
-	{time.Hour, false},
-}
-
 // TestExpiryRuleSkewCases: Verify and Expired (the recheck a broker makes
 // before each request) agree on every skew.
 func TestExpiryRuleSkewCases(t *testing.T) {
-	for _, tc := range skewCases {
+	for _, tc := range authtest.Skews(DefaultLeeway) {
 		f := newFixture(t)
 		c := f.claims()
 		tok := f.sign(t, c)
@@ -35,20 +20,20 @@ func TestExpiryRuleSkewCases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.clock.Advance(c.Expiry.Sub(f.clock.Now()) + tc.afterExp)
+		f.clock.Advance(c.Expiry.Sub(f.clock.Now()) + tc.AfterExp)
 
 		_, err = f.v.Verify(context.Background(), tok, "acme")
-		if tc.accepted != (err == nil) {
-			t.Errorf("%v after exp: Verify err %v, want accepted=%v", tc.afterExp, err, tc.accepted)
+		if tc.Accepted != (err == nil) {
+			t.Errorf("%v after exp: Verify err %v, want accepted=%v", tc.AfterExp, err, tc.Accepted)
 		}
-		if !tc.accepted {
+		if !tc.Accepted {
 			var we *wire.Error
 			if !errors.As(err, &we) || we.Reason() != wire.ReasonTokenExpired {
-				t.Errorf("%v after exp: %v, want reason %s", tc.afterExp, err, wire.ReasonTokenExpired)
+				t.Errorf("%v after exp: %v, want reason %s", tc.AfterExp, err, wire.ReasonTokenExpired)
 			}
 		}
-		if f.v.Expired(id) == tc.accepted {
-			t.Errorf("%v after exp: Expired = %v, want %v", tc.afterExp, f.v.Expired(id), !tc.accepted)
+		if f.v.Expired(id) == tc.Accepted {
+			t.Errorf("%v after exp: Expired = %v, want %v", tc.AfterExp, f.v.Expired(id), !tc.Accepted)
 		}
 	}
 }

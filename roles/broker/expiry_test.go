@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/felixmq/felix/internal/authtest"
 	"testing"
 	"time"
 
@@ -13,31 +14,22 @@ import (
 // all, the same as the control plane (the skews are core/auth's
 // skewCases), so the two accept a token or refuse it together.
 func TestRequestExpiryFollowsVerifierRule(t *testing.T) {
-	cases := []struct {
-		afterExp time.Duration
-		accepted bool
-	}{
-		{-time.Second, true},
-		{2 * time.Second, true},
-		{auth.DefaultLeeway, true},
-		{auth.DefaultLeeway + time.Second, false},
-		{time.Hour, false},
-	}
+	cases := authtest.Skews(auth.DefaultLeeway)
 	perms, err := auth.CompilePerms([]string{"*:*"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := time.Unix(1_800_000_000, 0)
 	for _, tc := range cases {
-		now := exp.Add(tc.afterExp)
+		now := exp.Add(tc.AfterExp)
 		v := auth.NewVerifier(auth.VerifierOptions{Now: func() time.Time { return now }})
 		cs := &controlStream{srv: &Server{verifier: v}, id: &auth.Identity{TenantID: testTenant, Expiry: exp, Perms: perms}}
 		e := cs.authorize(testTenant, auth.ActionStreamPublish, auth.StreamResource(testTenant, "prod", "s"))
-		if tc.accepted != (e == nil) {
-			t.Errorf("%v after exp: %v, want accepted=%v", tc.afterExp, e, tc.accepted)
+		if tc.Accepted != (e == nil) {
+			t.Errorf("%v after exp: %v, want accepted=%v", tc.AfterExp, e, tc.Accepted)
 		}
-		if !tc.accepted && (e.Code != wire.CodeUnauthorized || e.Reason() != wire.ReasonTokenExpired) {
-			t.Errorf("%v after exp: %v, want unauthorized with reason %s", tc.afterExp, e, wire.ReasonTokenExpired)
+		if !tc.Accepted && (e.Code != wire.CodeUnauthorized || e.Reason() != wire.ReasonTokenExpired) {
+			t.Errorf("%v after exp: %v, want unauthorized with reason %s", tc.AfterExp, e, wire.ReasonTokenExpired)
 		}
 	}
 }

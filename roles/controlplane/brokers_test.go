@@ -115,19 +115,6 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	for id, s := range g.stores {
 		sweepers[id] = &expiry{store: s, cfg: cfg, now: clock.Now, log: quietLogger()}
 	}
-	leader := func() uint64 {
-		var id uint64
-		waitFor(t, "a leader", func() bool {
-			for mid, s := range g.stores {
-				if st := s.Node().Status(); st.Leader == mid {
-					id = mid
-					return true
-				}
-			}
-			return false
-		})
-		return id
-	}
 	sweepAll := func() {
 		for id, e := range sweepers {
 			if g.stores[id] != nil {
@@ -135,7 +122,7 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 			}
 		}
 	}
-	first := leader()
+	first := g.leader(t)
 	s := g.stores[first]
 	at := clock.Now().UnixMilli()
 	for _, node := range []string{"quiet", "chatty"} {
@@ -163,7 +150,7 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	// when it took over, then marks chatty down.
 	g.stop(first)
 	delete(sweepers, first)
-	next := leader()
+	next := g.leader(t)
 	clock.Add(20 * time.Second) // chatty: 22s since its heartbeat
 	sweepAll()
 	if br := brokerState(t, g.stores[next], "chatty"); br.State != wire.BrokerLive {

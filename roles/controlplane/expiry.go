@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -80,12 +79,6 @@ type expiry struct {
 	leaderSince time.Time
 }
 
-// expiryRunner owns the loop's goroutine.
-type expiryRunner struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
 // StartExpiry starts the broker expiry loop; Close stops it and waits for
 // it. Calling it twice is a programming error.
 func (s *Service) StartExpiry(cfg ExpiryConfig) {
@@ -93,41 +86,7 @@ func (s *Service) StartExpiry(cfg ExpiryConfig) {
 		panic("controlplane: StartExpiry called twice")
 	}
 	e := &expiry{store: s.store, cfg: cfg, now: s.now, log: s.log}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &expiryRunner{cancel: cancel}
-	s.expiry = r
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		e.run(ctx)
-	}()
-}
-
-func (r *expiryRunner) stop() {
-	if r == nil {
-		return
-	}
-	r.cancel()
-	r.wg.Wait()
-}
-
-func (e *expiry) run(ctx context.Context) {
-	tickC := e.cfg.tickC
-	if tickC == nil {
-		t := time.NewTicker(e.cfg.Sweep)
-		defer t.Stop()
-		tickC = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tickC:
-			if err := e.sweep(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("broker expiry sweep failed; trying again at the next one", "err", err)
-			}
-		}
-	}
+	s.expiry = startLoop(s.log, "broker expiry sweep", cfg.Sweep, cfg.tickC, nil, e.sweep)
 }
 
 // sweep is one pass: nothing unless this member leads.

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"github.com/felixmq/felix/internal/authtest"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -15,16 +16,7 @@ import (
 // broker's test): a token is accepted until exp plus the leeway and
 // refused after it, with reason token_expired.
 func TestHTTPExpiryFollowsVerifierRule(t *testing.T) {
-	cases := []struct {
-		afterExp time.Duration
-		accepted bool
-	}{
-		{-time.Second, true},
-		{2 * time.Second, true},
-		{auth.DefaultLeeway, true},
-		{auth.DefaultLeeway + time.Second, false},
-		{time.Hour, false},
-	}
+	cases := authtest.Skews(auth.DefaultLeeway)
 	var skew atomic.Int64 // how far the service's clock runs ahead of time.Now
 	base := time.Now().Truncate(time.Second)
 	now := func() time.Time { return base.Add(time.Duration(skew.Load())) }
@@ -46,15 +38,15 @@ func TestHTTPExpiryFollowsVerifierRule(t *testing.T) {
 	tok, err := svc.MintToken(auth.Claims{Subject: "s", TenantID: "default", Perms: []string{"*:*"}, IssuedAt: base, Expiry: exp})
 	must(t, err)
 	for _, tc := range cases {
-		skew.Store(int64(exp.Add(tc.afterExp).Sub(base)))
-		if tc.accepted {
+		skew.Store(int64(exp.Add(tc.AfterExp).Sub(base)))
+		if tc.Accepted {
 			h.expect(200, "GET", "/v1/tenants/default/namespaces", tok, nil, nil)
 			continue
 		}
 		var e errorBody
 		h.expect(401, "GET", "/v1/tenants/default/namespaces", tok, nil, &e)
 		if e.Error.Code != wire.CodeUnauthorized || e.Error.Detail[wire.DetailReason] != wire.ReasonTokenExpired {
-			t.Errorf("%v after exp: %+v, want unauthorized with reason %s", tc.afterExp, e.Error, wire.ReasonTokenExpired)
+			t.Errorf("%v after exp: %+v, want unauthorized with reason %s", tc.AfterExp, e.Error, wire.ReasonTokenExpired)
 		}
 	}
 }

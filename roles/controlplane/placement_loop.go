@@ -68,35 +68,7 @@ func (s *Service) StartPlacement(cfg PlacementConfig) {
 		cfg.Interval = DefaultPlacementInterval
 	}
 	p := &placer{store: s.store, log: s.log, cfg: cfg}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &expiryRunner{cancel: cancel}
-	s.placement = r
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		p.run(ctx)
-	}()
-}
-
-func (p *placer) run(ctx context.Context) {
-	tickC := p.cfg.tickC
-	if tickC == nil {
-		t := time.NewTicker(p.cfg.Interval)
-		defer t.Stop()
-		tickC = t.C
-	}
-	changedC := p.store.PlacementInputsChanged()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tickC:
-		case <-changedC:
-		}
-		if err := p.pass(ctx); err != nil && ctx.Err() == nil {
-			p.log.Warn("placement pass failed; trying again at the next one", "err", err)
-		}
-	}
+	s.placement = startLoop(s.log, "placement pass", cfg.Interval, cfg.tickC, s.store.PlacementInputsChanged(), p.pass)
 }
 
 // pass is one placement pass, retried when its result was stale; nothing

@@ -37,19 +37,6 @@ func TestPlacementAcrossLeaderChange(t *testing.T) {
 	for id, s := range g.stores {
 		placers[id] = &placer{store: s, log: quietLogger(), cfg: PlacementConfig{Interval: time.Second}}
 	}
-	leader := func() uint64 {
-		var id uint64
-		waitFor(t, "a leader", func() bool {
-			for mid, s := range g.stores {
-				if st := s.Node().Status(); st.Leader == mid {
-					id = mid
-					return true
-				}
-			}
-			return false
-		})
-		return id
-	}
 	passAll := func() {
 		for id, p := range placers {
 			if g.stores[id] != nil {
@@ -57,7 +44,7 @@ func TestPlacementAcrossLeaderChange(t *testing.T) {
 			}
 		}
 	}
-	first := leader()
+	first := g.leader(t)
 	s := g.stores[first]
 	for _, node := range []string{"b1", "b2"} {
 		_, err := s.RegisterBroker(bg, testRegistration(node, "sid-"+node), 1000)
@@ -85,7 +72,7 @@ func TestPlacementAcrossLeaderChange(t *testing.T) {
 
 	g.stop(first)
 	delete(placers, first)
-	next := g.stores[leader()]
+	next := g.stores[g.leader(t)]
 	br := brokerState(t, next, "b1")
 	down, err := next.MarkBrokerDown(bg, "b1", br.LastHeartbeatMs, 99_000)
 	if err != nil || !down {

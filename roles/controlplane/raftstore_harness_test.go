@@ -56,6 +56,22 @@ type testGroup struct {
 	stores map[uint64]*RaftStore
 }
 
+// leader waits until a running member is leader and returns its id.
+func (g *testGroup) leader(t *testing.T) uint64 {
+	t.Helper()
+	var id uint64
+	waitFor(t, "a leader", func() bool {
+		for mid, s := range g.stores {
+			if st := s.Node().Status(); st.Leader == mid {
+				id = mid
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
 // openTestGroup starts n members; they are closed at the end of the test.
 func openTestGroup(t testing.TB, n int, opts ...testStoreOpt) *testGroup {
 	t.Helper()

@@ -58,9 +58,9 @@ type Service struct {
 	// clusterID caches ClusterID once known.
 	clusterID atomic.Pointer[string]
 	// expiry is the broker expiry loop once StartExpiry ran (nil before).
-	expiry *expiryRunner
+	expiry *bgLoop
 	// placement is the placement loop once StartPlacement ran (nil before).
-	placement *expiryRunner
+	placement *bgLoop
 }
 
 // startTimeout bounds the store reads and writes of NewContext (loading or

@@ -120,6 +120,29 @@ func IssueServerCert(caCertPEM, caKeyPEM []byte, hosts []string, validity time.D
 	if len(hosts) == 0 {
 		return tls.Certificate{}, errors.New("tlsconf: a server certificate needs at least one host")
 	}
+	return signLeaf(caCertPEM, caKeyPEM, validity, "server", func(tmpl *x509.Certificate) error {
+		tmpl.Subject = pkix.Name{CommonName: hosts[0], Organization: []string{"Felix"}}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else if h != "" {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
+		if len(tmpl.IPAddresses)+len(tmpl.DNSNames) == 0 {
+			return errors.New("tlsconf: a server certificate needs a non-empty host")
+		}
+		return nil
+	})
+}
+
+// signLeaf issues a leaf certificate with a fresh P-256 key, signed by
+// the CA given as PEM: valid from a little before now for validity (0:
+// 90 days, never past the CA's own end), for digital signatures; name
+// fills in what is particular to the kind of certificate (subject, key
+// usages, names). The chain is leaf, CA; Leaf is set.
+func signLeaf(caCertPEM, caKeyPEM []byte, validity time.Duration, kind string, name func(*x509.Certificate) error) (tls.Certificate, error) {
 	if validity <= 0 {
 		validity = defaultLeafValidity
 	}
@@ -129,51 +152,37 @@ func IssueServerCert(caCertPEM, caKeyPEM []byte, hosts []string, validity time.D
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("tlsconf: generate server key: %w", err)
+		return tls.Certificate{}, fmt.Errorf("tlsconf: generate %s key: %w", kind, err)
 	}
-	tmpl, err := leafTemplate(hosts, time.Now(), validity)
+	serial, err := randomSerial()
 	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		NotBefore:    now.Add(-clockSkew),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	if err := name(tmpl); err != nil {
 		return tls.Certificate{}, err
 	}
 	if tmpl.NotAfter.After(ca.NotAfter) {
 		tmpl.NotAfter = ca.NotAfter
 	}
+	if tmpl.NotAfter.Before(now) {
+		return tls.Certificate{}, errors.New("tlsconf: the CA has expired")
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("tlsconf: sign server certificate: %w", err)
+		return tls.Certificate{}, fmt.Errorf("tlsconf: sign %s certificate: %w", kind, err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsconf: parse issued certificate: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: key, Leaf: leaf}, nil
-}
-
-// leafTemplate is the template of a server certificate for hosts.
-func leafTemplate(hosts []string, now time.Time, validity time.Duration) (*x509.Certificate, error) {
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"Felix"}},
-		NotBefore:    now.Add(-clockSkew),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	if len(tmpl.IPAddresses)+len(tmpl.DNSNames) == 0 {
-		return nil, errors.New("tlsconf: a server certificate needs a non-empty host")
-	}
-	return tmpl, nil
 }
 
 // parseCA parses a CA certificate and its private key and checks that

@@ -2,8 +2,6 @@ package tlsconf
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -102,49 +100,15 @@ func IssueNodeCert(caCertPEM, caKeyPEM []byte, nodeID string, validity time.Dura
 	if err := CheckNodeID(nodeID); err != nil {
 		return tls.Certificate{}, err
 	}
-	if validity <= 0 {
-		validity = defaultLeafValidity
-	}
-	ca, caKey, err := parseCA(caCertPEM, caKeyPEM)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("tlsconf: generate node key: %w", err)
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: nodeID, Organization: []string{"Felix"}},
-		NotBefore:    now.Add(-clockSkew),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{NodeURI(nodeID)},
-	}
-	if dns := dnsName(nodeID); dns != "" {
-		tmpl.DNSNames = []string{dns}
-	}
-	if tmpl.NotAfter.After(ca.NotAfter) {
-		tmpl.NotAfter = ca.NotAfter
-	}
-	if tmpl.NotAfter.Before(now) {
-		return tls.Certificate{}, errors.New("tlsconf: the CA has expired")
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("tlsconf: sign node certificate: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("tlsconf: parse issued certificate: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: key, Leaf: leaf}, nil
+	return signLeaf(caCertPEM, caKeyPEM, validity, "node", func(tmpl *x509.Certificate) error {
+		tmpl.Subject = pkix.Name{CommonName: nodeID, Organization: []string{"Felix"}}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		tmpl.URIs = []*url.URL{NodeURI(nodeID)}
+		if dns := dnsName(nodeID); dns != "" {
+			tmpl.DNSNames = []string{dns}
+		}
+		return nil
+	})
 }
 
 // WriteNodeCert makes sure dir holds a development CA (EnsureDevCA),
