@@ -152,7 +152,15 @@ func (n *node) startBroker(ctx context.Context) error {
 	cfg := n.bcfg
 	cfg.ListenAddr = n.o.BrokerAddr
 	cfg.Peer.Addr = n.o.PeerAddr
-	if cfg.Peer.DevCADir == "" {
+	switch {
+	case cfg.Peer.CertFile != "":
+		// the operator's node certificate
+	case n.o.env("FELIX_TLS_CERT") != "":
+		// An operator who brings the serving certificate brings the node
+		// certificate too: no development CA is made behind their back.
+		n.log.Info("no peer listener: FELIX_TLS_CERT is set but FELIX_NODE_TLS_CERT/_KEY/_CA are not; brokers cannot link to this one until they are")
+		cfg.Peer.Addr = ""
+	case cfg.Peer.DevCADir == "":
 		cfg.Peer.DevCADir = filepath.Join(n.o.DataDir, "tls") // beside the serving certificate's CA
 	}
 	verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
