@@ -202,8 +202,8 @@ func (n *node) startMetrics(context.Context) error {
 // writeClientFile writes client.json and prints the summary (serve only).
 func (n *node) writeClientFile(context.Context) error {
 	cf := clientFile{
-		BrokerAddr:      n.srv.Addr().String(),
-		ControlPlaneURL: n.cpURL,
+		BrokerAddr:      dialable(n.srv.Addr().String()),
+		ControlPlaneURL: dialableURL(n.cpURL),
 		CAFile:          relTo(n.o.DataDir, n.caFile),
 		TokenFile:       adminTokenFile,
 		Tenant:          "default",
