@@ -1,14 +1,14 @@
 package core
 
 import (
-	"github.com/felixmq/felix/internal/atomicfile"
-
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/felixmq/felix/internal/atomicfile"
 )
 
 // StreamIdentity names what a durable stream's files were written for:

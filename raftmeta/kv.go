@@ -131,7 +131,7 @@ func (kv *KV) Get(key []byte) ([]byte, bool, error) {
 // memory, so it cannot fail).
 func (kv *KV) AppliedIndex() uint64 { return kv.applied.Load() }
 
-func kvApplied(tx *bolt.Tx) uint64 { return storedU64(tx, kvMetaBucket, kvAppliedKey) }
+func kvApplied(tx *bolt.Tx) uint64 { return fsm.StoredU64(tx, kvMetaBucket, kvAppliedKey) }
 
 // update runs fn in a write transaction and, once that has committed,
 // caches the applied index it left.
@@ -159,7 +159,7 @@ func (kv *KV) Apply(index uint64, cmd []byte) ([]byte, error) {
 			return nil
 		}
 		result, applyErr = kvApply(tx.Bucket(kvDataBucket), cmd)
-		return tx.Bucket(kvMetaBucket).Put(kvAppliedKey, u64Key(index))
+		return tx.Bucket(kvMetaBucket).Put(kvAppliedKey, fsm.U64Key(index))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta kv: apply %d: %w", index, err)

@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 var (
@@ -87,9 +89,9 @@ func (s *Storage) load() error {
 			return fmt.Errorf("snapshot metadata: %w", err)
 		}
 		s.snapMeta = pb.EnsureSnapshotMetadata(s.snapMeta)
-		s.confIndex = getU64(st.Get(keyConfIndex))
-		s.offset = getU64(st.Get(keyOffset))
-		s.offsetTerm = getU64(st.Get(keyOffsetTerm))
+		s.confIndex = fsm.GetU64(st.Get(keyConfIndex))
+		s.offset = fsm.GetU64(st.Get(keyOffset))
+		s.offsetTerm = fsm.GetU64(st.Get(keyOffsetTerm))
 		s.last = s.offset
 		if k, _ := ents.Cursor().Last(); k != nil {
 			if len(k) != 8 {
@@ -224,7 +226,7 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 		var size uint64
 		c := tx.Bucket(entriesBucket).Cursor()
 		want := lo
-		for k, v := c.Seek(u64Key(lo)); k != nil && want < hi; k, v = c.Next() {
+		for k, v := c.Seek(fsm.U64Key(lo)); k != nil && want < hi; k, v = c.Next() {
 			if binary.BigEndian.Uint64(k) != want {
 				return raft.ErrCompacted
 			}

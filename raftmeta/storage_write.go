@@ -1,7 +1,6 @@
 package raftmeta
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -9,6 +8,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/felixmq/felix/raftmeta/fsm"
 )
 
 // Save durably stores what one Ready asks for, in one transaction: first the
@@ -99,7 +100,7 @@ func putSnapshot(tx *bolt.Tx, snap *pb.Snapshot, st *storageState) error {
 	if err := putProto(b, keyConfState, pb.EnsureConfState(meta.GetConfState())); err != nil {
 		return err
 	}
-	if err := b.Put(keyConfIndex, u64Key(meta.GetIndex())); err != nil {
+	if err := b.Put(keyConfIndex, fsm.U64Key(meta.GetIndex())); err != nil {
 		return err
 	}
 	if err := tx.DeleteBucket(entriesBucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
@@ -128,12 +129,12 @@ func appendEntries(tx *bolt.Tx, ents []*pb.Entry, st *storageState) error {
 	}
 	b := tx.Bucket(entriesBucket)
 	for i := first; i <= st.last; i++ {
-		if err := b.Delete(u64Key(i)); err != nil {
+		if err := b.Delete(fsm.U64Key(i)); err != nil {
 			return err
 		}
 	}
 	for _, e := range ents {
-		if err := putProto(b, u64Key(e.GetIndex()), e); err != nil {
+		if err := putProto(b, fsm.U64Key(e.GetIndex()), e); err != nil {
 			return err
 		}
 	}
@@ -196,7 +197,7 @@ func (s *Storage) Compact(i uint64) error {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(entriesBucket)
 		for j := offset + 1; j <= i; j++ {
-			if err := b.Delete(u64Key(j)); err != nil {
+			if err := b.Delete(fsm.U64Key(j)); err != nil {
 				return err
 			}
 		}
@@ -220,7 +221,7 @@ func (s *Storage) SetConfState(cs *pb.ConfState, index uint64) error {
 		if err := putProto(b, keyConfState, cs); err != nil {
 			return err
 		}
-		return b.Put(keyConfIndex, u64Key(index))
+		return b.Put(keyConfIndex, fsm.U64Key(index))
 	})
 	if err != nil {
 		return fmt.Errorf("raftmeta: conf state: %w", err)
@@ -240,7 +241,7 @@ func (s *Storage) SetCatchUpToken(token uint64) error {
 		if token == 0 {
 			return b.Delete(keyCatchUp)
 		}
-		return b.Put(keyCatchUp, u64Key(token))
+		return b.Put(keyCatchUp, fsm.U64Key(token))
 	})
 	if err != nil {
 		return fmt.Errorf("raftmeta: catch-up marker: %w", err)
@@ -253,7 +254,7 @@ func (s *Storage) SetCatchUpToken(token uint64) error {
 func (s *Storage) CatchUpToken() (uint64, error) {
 	var token uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
-		token = getU64(tx.Bucket(stateBucket).Get(keyCatchUp))
+		token = fsm.GetU64(tx.Bucket(stateBucket).Get(keyCatchUp))
 		return nil
 	})
 	if err != nil {
@@ -263,14 +264,14 @@ func (s *Storage) CatchUpToken() (uint64, error) {
 }
 
 func putOffset(b *bolt.Bucket, offset, term uint64) error {
-	if err := b.Put(keyOffset, u64Key(offset)); err != nil {
+	if err := b.Put(keyOffset, fsm.U64Key(offset)); err != nil {
 		return err
 	}
-	return b.Put(keyOffsetTerm, u64Key(term))
+	return b.Put(keyOffsetTerm, fsm.U64Key(term))
 }
 
 func readEntry(b *bolt.Bucket, i uint64) (*pb.Entry, error) {
-	v := b.Get(u64Key(i))
+	v := b.Get(fsm.U64Key(i))
 	if v == nil {
 		return nil, raft.ErrUnavailable
 	}
@@ -294,22 +295,4 @@ func unmarshalIfSet(v []byte, m proto.Message) error {
 		return nil
 	}
 	return proto.Unmarshal(v, m)
-}
-
-func u64Key(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
-
-func getU64(v []byte) uint64 {
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
-}
-
-// storedU64 reads a u64 a state machine keeps under bucket/key (0 when
-// absent), such as its applied index.
-func storedU64(tx *bolt.Tx, bucket, key []byte) uint64 {
-	if b := tx.Bucket(bucket); b != nil {
-		return getU64(b.Get(key))
-	}
-	return 0
 }

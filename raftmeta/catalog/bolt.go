@@ -1,8 +1,6 @@
 package catalog
 
 import (
-	"encoding/binary"
-
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -16,22 +14,4 @@ func createBuckets(tx *bolt.Tx, names ...[]byte) error {
 		}
 	}
 	return nil
-}
-
-func u64Key(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
-
-func getU64(v []byte) uint64 {
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
-}
-
-// storedU64 reads a u64 kept under bucket/key (0 when absent), such as the
-// applied index.
-func storedU64(tx *bolt.Tx, bucket, key []byte) uint64 {
-	if b := tx.Bucket(bucket); b != nil {
-		return getU64(b.Get(key))
-	}
-	return 0
 }

@@ -155,7 +155,7 @@ func (c *Catalog) Close() error {
 // committed change (kept in memory, so it cannot fail).
 func (c *Catalog) AppliedIndex() uint64 { return c.applied.Load() }
 
-func catApplied(tx *bolt.Tx) uint64 { return storedU64(tx, catStateBucket, catAppliedKey) }
+func catApplied(tx *bolt.Tx) uint64 { return fsm.StoredU64(tx, catStateBucket, catAppliedKey) }
 
 // update runs fn in a write transaction and, once that has committed,
 // caches the applied index it left.
@@ -203,7 +203,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 		req = cmd.Request
 		if out, ok := recordedOutcome(tx, req); ok {
 			result, applyErr = out.result()
-			return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+			return tx.Bucket(catStateBucket).Put(catAppliedKey, fsm.U64Key(index))
 		}
 		result, applyErr = c.applyCmd(tx, cmd)
 		if applyErr != nil {
@@ -215,7 +215,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 		if err := recordOutcome(tx, req, result, nil); err != nil {
 			return err
 		}
-		return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+		return tx.Bucket(catStateBucket).Put(catAppliedKey, fsm.U64Key(index))
 	})
 	switch {
 	case skipped:
@@ -225,7 +225,7 @@ func (c *Catalog) Apply(index uint64, raw []byte) ([]byte, error) {
 			if err := recordOutcome(tx, req, nil, applyErr); err != nil {
 				return err
 			}
-			return tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(index))
+			return tx.Bucket(catStateBucket).Put(catAppliedKey, fsm.U64Key(index))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("raftmeta catalog: apply %d: %w", index, err)
@@ -325,7 +325,7 @@ func (c *Catalog) ApplyBatch(entries []fsm.BatchEntry) ([]fsm.BatchResult, error
 				}
 				results[i].Result = res
 			}
-			if err := tx.Bucket(catStateBucket).Put(catAppliedKey, u64Key(e.Index)); err != nil {
+			if err := tx.Bucket(catStateBucket).Put(catAppliedKey, fsm.U64Key(e.Index)); err != nil {
 				return err
 			}
 		}

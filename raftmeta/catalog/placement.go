@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/felixmq/felix/raftmeta/fsm"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -100,7 +101,7 @@ func (w *writer) applyPlacement(ch *PlacementChange) ([]byte, error) {
 		return nil, badCommand(fmt.Sprintf("%d placement changes; at most %d", len(ch.Put)+len(ch.Drop), MaxPlacementChanges))
 	}
 	b := w.tx.Bucket(catPlacementBucket)
-	rev, gen := getU64(b.Get(revisionKey)), getU64(b.Get(lastGenerationKey))
+	rev, gen := fsm.GetU64(b.Get(revisionKey)), fsm.GetU64(b.Get(lastGenerationKey))
 	if rev != ch.ExpectRevision || gen != ch.ExpectLastGeneration {
 		return nil, conflict(fmt.Sprintf("stale placement: computed from revision %d, generation %d; the placement is at revision %d, generation %d",
 			ch.ExpectRevision, ch.ExpectLastGeneration, rev, gen))
@@ -119,10 +120,10 @@ func (w *writer) applyPlacement(ch *PlacementChange) ([]byte, error) {
 		}
 	}
 	rev++
-	if err := b.Put(revisionKey, u64Key(rev)); err != nil {
+	if err := b.Put(revisionKey, fsm.U64Key(rev)); err != nil {
 		return nil, err
 	}
-	return fmt.Appendf(nil, "%d", rev), b.Put(lastGenerationKey, u64Key(ch.LastGeneration))
+	return fmt.Appendf(nil, "%d", rev), b.Put(lastGenerationKey, fsm.U64Key(ch.LastGeneration))
 }
 
 func putAssignment(b *bolt.Bucket, a wire.ShardAssignment, lastGen uint64) error {
@@ -171,8 +172,8 @@ func (c *Catalog) Placement() (PlacementState, error) {
 func placementState(tx *bolt.Tx) (PlacementState, error) {
 	b := tx.Bucket(catPlacementBucket)
 	as, err := placementIn(tx, shardKeyPrefix)
-	return PlacementState{Assignments: as, LastGeneration: getU64(b.Get(lastGenerationKey)),
-		Revision: getU64(b.Get(revisionKey))}, err
+	return PlacementState{Assignments: as, LastGeneration: fsm.GetU64(b.Get(lastGenerationKey)),
+		Revision: fsm.GetU64(b.Get(revisionKey))}, err
 }
 
 // ResourcePlacement returns the assignments of one stream or cache (kind
@@ -186,7 +187,7 @@ func (c *Catalog) ResourcePlacement(kind, tenant, ns, name string) ([]wire.Shard
 	err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
 		out, err = placementIn(tx, resourcePrefix(kind, tenant, ns, name))
-		gen = getU64(tx.Bucket(catPlacementBucket).Get(lastGenerationKey))
+		gen = fsm.GetU64(tx.Bucket(catPlacementBucket).Get(lastGenerationKey))
 		return err
 	})
 	return out, gen, err

@@ -79,23 +79,8 @@ func startGrowingEnv(t *testing.T, cfg Config) (*env, *growingSource) {
 	}
 	src := &growingSource{fakeSource: fake}
 	tlsCfg, roots := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, srv: srv, signer: signer, roots: roots, src: fake}
-	t.Cleanup(func() { e.shutdown() })
-	select {
-	case <-srv.Synced():
-	case <-ctx.Done():
-		t.Fatal("catalog never synced")
-	}
-	return e, src
+	deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return startServer(t, cfg, deps, signer, roots, fake), src
 }
 
 // TestCreatedNameServedWithoutWaitingForSync creates a stream, a cache

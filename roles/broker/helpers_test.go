@@ -204,6 +204,13 @@ func startEnvClock(t testing.TB, cfg Config, prep func(*fakeSource), now func() 
 	if now != nil {
 		deps.Verifier = auth.NewVerifier(auth.VerifierOptions{Fetch: src.JWKS, Now: now})
 	}
+	return startServer(t, cfg, deps, signer, roots, src)
+}
+
+// startServer starts a broker with deps, stopped at the end of the test,
+// once its first catalog sync is done.
+func startServer(t testing.TB, cfg Config, deps Deps, signer *auth.Signer, roots *x509.CertPool, src *fakeSource) *env {
+	t.Helper()
 	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)

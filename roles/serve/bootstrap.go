@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"github.com/felixmq/felix/internal/atomicfile"
-
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -13,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/felixmq/felix/internal/atomicfile"
 	"github.com/felixmq/felix/roles/broker/tlsconf"
 )
 

@@ -1,12 +1,12 @@
 package serve
 
 import (
-	"github.com/felixmq/felix/internal/atomicfile"
-
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/felixmq/felix/internal/atomicfile"
 )
 
 // ensureAdminToken makes sure path holds an admin token: when the file is

@@ -1,8 +1,6 @@
 package tlsconf
 
 import (
-	"github.com/felixmq/felix/internal/atomicfile"
-
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/felixmq/felix/internal/atomicfile"
 )
 
 // Names of the development CA files inside the directory given to
