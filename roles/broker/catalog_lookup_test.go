@@ -11,7 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -62,15 +61,7 @@ func (g *growingSource) Changes(ctx context.Context, kind wire.CatalogKind, sinc
 // of startEnv (tenant acme, namespace prod, cache sessions).
 func startGrowingEnv(t *testing.T, cfg Config) (*env, *growingSource) {
 	t.Helper()
-	key, err := auth.GenerateSigningKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer := auth.NewSigner(key)
-	jwks, err := signer.JWKS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, jwks := testSigner(t)
 	fake := &fakeSource{
 		tenants:    []wire.Tenant{{TenantID: testTenant}},
 		namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},

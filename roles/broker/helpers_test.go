@@ -167,9 +167,8 @@ func startEnvWith(t testing.TB, cfg Config, prep func(*fakeSource), streams ...w
 	return startEnvClock(t, cfg, prep, nil, streams...)
 }
 
-// startEnvClock is startEnvWith whose broker checks token times against
-// now (nil: the real clock).
-func startEnvClock(t testing.TB, cfg Config, prep func(*fakeSource), now func() time.Time, streams ...wire.StreamSpec) *env {
+// testSigner is a fresh token signer and the JWKS that verifies it.
+func testSigner(t testing.TB) (*auth.Signer, []byte) {
 	t.Helper()
 	key, err := auth.GenerateSigningKey()
 	if err != nil {
@@ -180,6 +179,14 @@ func startEnvClock(t testing.TB, cfg Config, prep func(*fakeSource), now func() 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return signer, jwks
+}
+
+// startEnvClock is startEnvWith whose broker checks token times against
+// now (nil: the real clock).
+func startEnvClock(t testing.TB, cfg Config, prep func(*fakeSource), now func() time.Time, streams ...wire.StreamSpec) *env {
+	t.Helper()
+	signer, jwks := testSigner(t)
 	src := &fakeSource{
 		tenants:    []wire.Tenant{{TenantID: testTenant}, {TenantID: "other"}},
 		namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}, {TenantID: "other", Namespace: "prod"}},

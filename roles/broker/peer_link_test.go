@@ -103,16 +103,7 @@ func TestRegistrationNamesThePeerListener(t *testing.T) {
 	dirs := sharedDevCA(t, 1)
 	cfg := peerConfig("broker-7", dirs[0])
 	cfg.Durable.StorageDir = t.TempDir()
-	reg := newFakeRegistry()
-	tlsCfg, _ := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	srv, reg := startRegistering(t, cfg)
 	got := receive(t, reg.regC, "registration")
 	if got.PeerAddr == "" || got.PeerAddr != srv.PeerAddr().String() {
 		t.Fatalf("peer_addr %q, listener %v", got.PeerAddr, srv.PeerAddr())
@@ -126,16 +117,7 @@ func TestPeerAdvertiseAddrIsRegistered(t *testing.T) {
 	dirs := sharedDevCA(t, 1)
 	cfg := peerConfig("broker-7", dirs[0])
 	cfg.Peer.AdvertiseAddr = "node7.example:7000"
-	reg := newFakeRegistry()
-	tlsCfg, _ := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, reg := startRegistering(t, cfg)
 	if got := receive(t, reg.regC, "registration"); got.PeerAddr != "node7.example:7000" {
 		t.Fatalf("peer_addr %q", got.PeerAddr)
 	}
@@ -204,4 +186,21 @@ func TestOperatorNodeCertificateMustNameThisNode(t *testing.T) {
 	if err := startErr(t, cfg); err != nil {
 		t.Fatalf("the operator's certificate for this node: %v", err)
 	}
+}
+
+// startRegistering starts a broker with cfg that registers with a fake
+// registry, shut down at the end of the test.
+func startRegistering(t *testing.T, cfg Config) (*Server, *fakeRegistry) {
+	t.Helper()
+	reg := newFakeRegistry()
+	tlsCfg, _ := testTLS(t)
+	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, reg
 }

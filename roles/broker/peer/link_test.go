@@ -43,24 +43,7 @@ func TestHandshakeAndPing(t *testing.T) {
 }
 
 func TestBothEndsPingOverOneLinkEachWay(t *testing.T) {
-	ca := newTestCA(t)
-	a := startNode(t, "broker-a", ca.creds(t, "broker-a"), nil)
-	b := startNode(t, "broker-b", ca.creds(t, "broker-b"), nil)
-	ctx := testCtx(t)
-	ab, err := a.Dial(ctx, "broker-b", b.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ba, err := b.Dial(ctx, "broker-a", a.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ab.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := ba.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b, _, _ := pingBothWays(t)
 	if len(a.Links()) != 2 || len(b.Links()) != 2 {
 		t.Fatalf("links: a %+v, b %+v", a.Links(), b.Links())
 	}
@@ -220,24 +203,7 @@ func TestCloseEndsLinksAtBothEnds(t *testing.T) {
 }
 
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	ca := newTestCA(t)
-	a := startNode(t, "broker-a", ca.creds(t, "broker-a"), nil)
-	b := startNode(t, "broker-b", ca.creds(t, "broker-b"), nil)
-	ctx := testCtx(t)
-	ab, err := a.Dial(ctx, "broker-b", b.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ba, err := b.Dial(ctx, "broker-a", a.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ab.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := ba.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b, ab, _ := pingBothWays(t)
 	if err := ab.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,4 +216,27 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 			t.Fatalf("a goroutine outlives Close:\n%s", g)
 		}
 	}
+}
+
+// pingBothWays starts brokers a and b from one CA, dials a link each way
+// and pings over both.
+func pingBothWays(t *testing.T) (a, b *node, ab, ba *Link) {
+	t.Helper()
+	ca := newTestCA(t)
+	a = startNode(t, "broker-a", ca.creds(t, "broker-a"), nil)
+	b = startNode(t, "broker-b", ca.creds(t, "broker-b"), nil)
+	ctx := testCtx(t)
+	var err error
+	if ab, err = a.Dial(ctx, "broker-b", b.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if ba, err = b.Dial(ctx, "broker-a", a.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Link{ab, ba} {
+		if err := l.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, ab, ba
 }
