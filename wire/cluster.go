@@ -105,6 +105,13 @@ type Broker struct {
 	// only, are the fleet features finalized at that moment: how a broker
 	// learns the gate.
 	FinalizedFeatures []string `json:"finalized_features,omitempty"`
+	// ExpiryTimeoutMs, in the answer to a registration or a heartbeat
+	// only, is FELIX_NODE_EXPIRY_TIMEOUT_MS: a broker whose last answered
+	// heartbeat was sent longer ago than this stops serving its shards
+	// (the control plane waits this long plus the regrant margin before it
+	// marks the broker down and places its shards elsewhere). 0 means the
+	// control plane does not say, and the broker does not fence itself.
+	ExpiryTimeoutMs int64 `json:"expiry_timeout_ms,omitempty"`
 }
 
 // FleetFeature is one feature of GET /v1/fleet/features.

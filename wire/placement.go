@@ -69,3 +69,24 @@ type PlacementView struct {
 	// generation ever handed out.
 	LastGeneration uint64 `json:"last_generation"`
 }
+
+// ClusterView is what a broker learns of its cluster from the control
+// plane (GET /v1/cluster/view; in process, the control plane's Service):
+// every broker of the registry and every shard's assignment. A broker
+// routes every request by the last view it holds.
+type ClusterView struct {
+	// ClusterID names the cluster (as on catalog pages).
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Tag changes whenever anything else in the view does: a broker that
+	// sends the tag it holds (?known=) is answered 304 Not Modified when
+	// nothing changed.
+	Tag string `json:"tag"`
+	// PlacementRevision is the placement's revision: it grows with every
+	// applied placement command.
+	PlacementRevision uint64 `json:"placement_revision"`
+	// Brokers are the registry's records (deregistered ones left out).
+	Brokers []Broker `json:"brokers"`
+	// Assignments are every shard of every stream and cache, in key order
+	// (kind, tenant, namespace, name, shard).
+	Assignments []ShardAssignment `json:"assignments"`
+}

@@ -41,6 +41,12 @@ type Deps struct {
 	// registration.go). When nil, Catalog is used if it implements
 	// Registry; otherwise the broker does not register.
 	Registry Registry
+	// Cluster is where the broker fetches its cluster view (the broker
+	// registry and every shard's assignment, see routes.go). When nil the
+	// broker is standalone: it serves every shard of every stream and
+	// cache itself. Never defaulted from Catalog: a caller that wants the
+	// broker in a cluster says so.
+	Cluster ClusterViewSource
 	// OnFatal is called (once, from a background goroutine) when the
 	// control plane refuses this broker for good, e.g. a duplicate node
 	// id; the owner should stop the broker. Default: log the error.
@@ -55,6 +61,8 @@ type Server struct {
 	tls      *tls.Config
 	catalog  catalogsync.Source
 	registry Registry    // nil: the broker does not register
+	cluster  ClusterViewSource // nil: standalone
+	routes   *routeTable       // where each shard's requests go
 	onFatal  func(error) // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
@@ -138,7 +146,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		synced:     make(chan struct{}),
 		coreClosed: make(chan struct{}),
 	}
-	s.registry, s.onFatal = deps.Registry, deps.OnFatal
+	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
+	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
 	if s.registry == nil {
 		s.registry, _ = deps.Catalog.(Registry)
 	}
