@@ -38,7 +38,13 @@ type CacheWatch struct {
 	FromOffset *uint64 `json:"from_offset,omitempty"`
 	Retained   bool    `json:"retained,omitempty"`
 	WatchID    *uint64 `json:"watch_id,omitempty"`
-	RequestID  uint64  `json:"request_id"`
+	// Shard, on a prefix watch, names the one shard of a multi-shard
+	// cache the watch reads (a Felix pin: the spec says a prefix watch
+	// reads one shard, not how it is named). A key watch reads its key's
+	// shard and needs none. A prefix watch without one reads every shard,
+	// which only a broker that owns them all can serve.
+	Shard     *uint32 `json:"shard,omitempty"`
+	RequestID uint64  `json:"request_id"`
 }
 
 // CacheWatchOK accepts a cache_watch. Offset is the offset the next write
