@@ -60,10 +60,11 @@ type Server struct {
 	log      *slog.Logger
 	tls      *tls.Config
 	catalog  catalogsync.Source
-	registry Registry    // nil: the broker does not register
+	registry Registry          // nil: the broker does not register
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
-	onFatal  func(error) // see Deps.OnFatal
+	view     viewState         // fetching the cluster view (cluster_view.go)
+	onFatal  func(error)       // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
 	streams  *streamRegistry   // open streams by principal
@@ -148,6 +149,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
 	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
+	s.initView()
+	m.watchLease(s.leaseHeld)
 	if s.registry == nil {
 		s.registry, _ = deps.Catalog.(Registry)
 	}
@@ -210,6 +213,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	s.firstView(ctx) // before anything is accepted; cluster_view.go
 	s.ln, s.peer = ln, pe
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
@@ -219,6 +223,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
 	s.startHeartbeats(reg, registered)
+	s.startViewLoop()
 	s.stopPeerAtShutdown(pe)
 	return nil
 }
