@@ -32,7 +32,7 @@ func (s *Service) RegisterBroker(ctx context.Context, reg wire.BrokerRegistratio
 	}
 	s.log.Info("broker registered", "node_id", br.NodeID, "addrs", br.ClientAddrs, "zone", br.Zone,
 		"storage_id", br.StorageID, "registrations", br.Registrations)
-	br.ExpiryTimeoutMs = s.expiryTimeout.Milliseconds()
+	br.ExpiryTimeoutMs = s.expiryTimeoutMs.Load()
 	return br, nil
 }
 
@@ -48,7 +48,7 @@ func (s *Service) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat) 
 	if err != nil {
 		return br, registryErr(err)
 	}
-	br.ExpiryTimeoutMs = s.expiryTimeout.Milliseconds()
+	br.ExpiryTimeoutMs = s.expiryTimeoutMs.Load()
 	return br, nil
 }
 
