@@ -191,9 +191,12 @@ func (b *Broker) ApplyCache(spec wire.CacheSpec) error {
 	}
 	if c := b.caches[k]; c != nil {
 		c.setLimits(maxEntries, maxBytes)
+		c.placed.Store(max(spec.Shards, 1))
 		return nil
 	}
-	b.caches[k] = newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
+	c := newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
+	c.placed.Store(max(spec.Shards, 1))
+	b.caches[k] = c
 	return nil
 }
 

@@ -7,6 +7,10 @@ import "github.com/felixmq/felix/wire"
 // the cache's shard count). These are the lock-shard-independent parts a
 // broker uses when it loses one.
 
+// Shards returns the cache's shard count from its spec (at least 1): a
+// key's shard is wire.ShardForKey([]byte(key), Shards()).
+func (c *Cache) Shards() uint32 { return max(c.placed.Load(), 1) }
+
 // DropShard forgets shard of a cache of shards shards: the watches
 // reading it end with cause (a *ShardMovedError when it moved), and its
 // keys are removed. Watches reading it are the key watches of its keys,
