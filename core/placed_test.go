@@ -185,3 +185,23 @@ func TestUnplacedStreamOpensEveryShard(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacedDeleteStream: deleting a stream with some shards open and
+// some not closes the open ones and deletes the files.
+func TestPlacedDeleteStream(t *testing.T) {
+	dir := t.TempDir()
+	b, k := newPlacedBroker(t, dir, wire.StreamSpec{Shards: 3, Durable: true})
+	if err := b.OpenStreamShard(k, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := b.Stream(k)
+	sh, _ := st.Shard(2)
+	publish(t, sh, payloads(2, "a"))
+	b.DeleteStream(k, "")
+	if _, err := os.Stat(streamDir(dir, k)); !os.IsNotExist(err) {
+		t.Fatalf("deleted stream's files: %v", err)
+	}
+	if err := b.OpenStreamShard(k, 0, 1); err == nil {
+		t.Fatal("opened a shard of a deleted stream")
+	}
+}

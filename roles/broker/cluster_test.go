@@ -225,6 +225,11 @@ func TestClusterShardMovesAwayAndBack(t *testing.T) {
 	if nl, ok := moving.recv().(*wire.NotLeader); !ok || nl.NodeID != otherNode {
 		t.Fatalf("subscribe after the move: %#v", nl)
 	}
+	reader := e.authed(qc, durableFlags, durableFeatures|ClusterFeatures, "stream.*:stream:acme")
+	reader.send(&wire.StreamRead{TenantID: testTenant, Namespace: "prod", Stream: "log", Shard: 0, From: 0, RequestID: 9})
+	if nl, ok := reader.recv().(*wire.NotLeader); !ok || nl.RequestID == nil || *nl.RequestID != 9 || nl.Generation != 2 {
+		t.Fatalf("stream_read after the move: %#v", nl)
+	}
 
 	here.gen = 3
 	e.srv.applyView(clusterView("v3", here))
