@@ -57,6 +57,10 @@ type viewState struct {
 	// standalone).
 	lookup *catalogLookup
 
+	// soonC asks the polling loop for a fetch now (one coalescing slot):
+	// a stream reached the catalog before its placement reached the view.
+	soonC chan struct{}
+
 	// mu guards the failure log's rate limit.
 	mu sync.Mutex
 	// failing: the last fetch failed; loggedAt is when a failure was last
@@ -72,6 +76,7 @@ func (s *Server) initView() {
 		return
 	}
 	s.view.lookup = newCatalogLookup(s.fetchView)
+	s.view.soonC = make(chan struct{}, 1)
 }
 
 // fetchView fetches the view once and applies it when it changed.
@@ -196,6 +201,7 @@ func (s *Server) viewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.view.soonC:
 		}
 		s.view.lookup.refresh(ctx)
 	}
@@ -209,6 +215,37 @@ func (s *Server) refreshView(ctx context.Context) bool {
 		return false
 	}
 	return s.view.lookup.refresh(ctx)
+}
+
+// streamApplied runs after the catalog applied a stream to the core: a
+// stream the view does not place yet (it was just created: the control
+// plane answers the create once it is placed, so the placement is there
+// to fetch) fetches the view first, so that the request whose catalog
+// lookup brought the stream finds its shards open. If the view still
+// lacks it (the catalog was read between the create and its placement),
+// the polling loop is asked to fetch again at once. Then the shards
+// placed here are opened (openOwned).
+func (s *Server) streamApplied(spec wire.StreamSpec) {
+	if s.cluster != nil && !s.viewPlaces(spec) {
+		if !s.refreshView(s.workCtx) || !s.viewPlaces(spec) {
+			select {
+			case s.view.soonC <- struct{}{}:
+			default:
+			}
+		}
+	}
+	s.openOwned(spec)
+}
+
+// viewPlaces reports whether the view held has an assignment (of any
+// state) for shard 0 of spec's incarnation.
+func (s *Server) viewPlaces(spec wire.StreamSpec) bool {
+	v := s.routes.view.Load()
+	if v == nil {
+		return false
+	}
+	a, ok := v.assignments[shardRef{kind: wire.ShardKindStream, tenant: spec.TenantID, ns: spec.Namespace, name: spec.Stream}]
+	return ok && (spec.Incarnation == "" || a.Incarnation == spec.Incarnation)
 }
 
 // leaseHeld reports felix_broker_lease_held: whether this broker may

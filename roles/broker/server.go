@@ -161,7 +161,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
-	s.state.streamApplied = s.openOwned
+	s.state.streamApplied = s.streamApplied // cluster_view.go
 	s.watchOwnership()
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
