@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -286,5 +287,45 @@ func TestClusterViewIntervalFromEnv(t *testing.T) {
 		if _, err := ConfigFromEnv(env(bad)); err == nil || !strings.Contains(err.Error(), "FELIX_CLUSTER_VIEW_INTERVAL_MS") {
 			t.Fatalf("%q: %v", bad, err)
 		}
+	}
+}
+
+// A stream the catalog brings before the view places it fetches the
+// view, so its shard is open when the catalog step returns; when the view
+// still lacks it, the loop fetches again at once.
+func TestBrokerNewStreamFetchesTheView(t *testing.T) {
+	views := newScriptedViews(selfView("v1", sa("s", 0, "broker-7", 1, "")))
+	srv := startClustered(t, views, nil, time.Minute) // the loop stays out of the way
+	receive(t, views.calls, "first fetch")
+	fresh := sa("fresh", 0, "broker-7", 2, "")
+	views.set(selfView("v2", sa("s", 0, "broker-7", 1, ""), fresh))
+	spec := wire.StreamSpec{TenantID: "t", Namespace: "ns", Stream: "fresh", Shards: 1, Incarnation: fresh.Incarnation}
+	mustNil(t, srv.state.ApplyStream(spec))
+	if srv.routes.Tag() != "v2" {
+		t.Fatalf("view after the stream was applied: %s", srv.routes.Tag())
+	}
+	st, ok := srv.core.Stream(core.StreamKey{Tenant: "t", Namespace: "ns", Stream: "fresh"})
+	if !ok {
+		t.Fatal("stream not in the core")
+	}
+	if _, err := st.Shard(0); err != nil {
+		t.Fatalf("shard 0 not open: %v", err)
+	}
+	receive(t, views.calls, "the stream's fetch")
+
+	// Placed already: no fetch. Not placed even after a fetch: one more.
+	mustNil(t, srv.state.ApplyStream(spec))
+	select {
+	case known := <-views.calls:
+		t.Fatalf("a placed stream fetched the view (known=%q)", known)
+	default:
+	}
+	late := wire.StreamSpec{TenantID: "t", Namespace: "ns", Stream: "late", Shards: 1, Incarnation: "i"}
+	mustNil(t, srv.state.ApplyStream(late))
+	if known := receive(t, views.calls, "the late stream's fetch"); known != "v2" {
+		t.Fatalf("fetch sent known=%q", known)
+	}
+	if known := receive(t, views.calls, "the loop's fetch at once"); known != "v2" {
+		t.Fatalf("fetch sent known=%q", known)
 	}
 }
