@@ -33,12 +33,12 @@ type Endpoint struct {
 	mu sync.Mutex
 	// slots counts links held plus handshakes under way, both ways.
 	// Invariant: slots <= cfg.MaxLinks, and slots >= len(links).
-	slots  int                // guarded by mu
-	links  map[*Link]struct{} // guarded by mu; handshaken links
+	slots int                // guarded by mu
+	links map[*Link]struct{} // guarded by mu; handshaken links
 	// dialed are the links Call uses, by node id: one per node, dialed on
 	// first use (call.go). Guarded by mu.
 	dialed map[string]*dialSlot
-	closed bool               // guarded by mu; set by Close
+	closed bool // guarded by mu; set by Close
 }
 
 // Listen starts an endpoint whose listener binds the UDP address addr
