@@ -60,10 +60,11 @@ type Server struct {
 	log      *slog.Logger
 	tls      *tls.Config
 	catalog  catalogsync.Source
-	registry Registry    // nil: the broker does not register
+	registry Registry          // nil: the broker does not register
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
-	onFatal  func(error) // see Deps.OnFatal
+	fwd      *forwarder        // forwarding to shard owners (forward.go)
+	onFatal  func(error)       // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
 	streams  *streamRegistry   // open streams by principal
@@ -148,6 +149,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
 	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
+	s.fwd = newForwarder(m.set)
 	if s.registry == nil {
 		s.registry, _ = deps.Catalog.(Registry)
 	}

@@ -1,0 +1,327 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// fakeViews is a cluster view source that answers the view a test set.
+type fakeViews struct {
+	mu sync.Mutex
+	v  wire.ClusterView
+}
+
+func (f *fakeViews) ClusterView(_ context.Context, known string) (wire.ClusterView, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if known != "" && known == f.v.Tag {
+		return wire.ClusterView{}, false, nil
+	}
+	return f.v, true, nil
+}
+
+// cacheShards is the number of shards the tests place cache "sessions" on.
+const cacheShards = 2
+
+// startCluster starts brokers a and b, each with a peer listener from
+// one CA, durable storage, and a catalog with the same streams and token
+// signer; both are in a cluster (Deps.Cluster), with no view yet.
+func startCluster(t *testing.T, streams ...wire.StreamSpec) (a, b *env) {
+	t.Helper()
+	dirs := sharedDevCA(t, 2)
+	signer, jwks := testSigner(t)
+	start := func(id, dir string) *env {
+		cfg := peerConfig(id, dir)
+		cfg.Durable.StorageDir = t.TempDir()
+		src := &fakeSource{
+			tenants:    []wire.Tenant{{TenantID: testTenant}},
+			namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},
+			caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Shards: cacheShards}},
+			jwks:       jwks,
+		}
+		for _, s := range streams {
+			s.TenantID, s.Namespace = testTenant, "prod"
+			s.Shards = max(s.Shards, 1)
+			src.streams = append(src.streams, s)
+		}
+		tlsCfg, roots := testTLS(t)
+		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &fakeViews{}}
+		return startServer(t, cfg, deps, signer, roots, src)
+	}
+	return start("broker-a", dirs[0]), start("broker-b", dirs[1])
+}
+
+// owned assigns a shard to a node ("" with unavailable for nobody).
+func owned(kind wire.ShardKind, name string, shard uint32, node string) wire.ShardAssignment {
+	a := wire.ShardAssignment{Kind: string(kind), TenantID: testTenant, Namespace: "prod", Name: name, Shard: shard, NodeID: node, Generation: 1}
+	if node == "" {
+		a.Unavailable = wire.UnavailableOwnerDown
+	}
+	return a
+}
+
+// viewOf is a cluster view of brokers with the assignments.
+func viewOf(tag string, brokers []*env, asg ...wire.ShardAssignment) wire.ClusterView {
+	v := wire.ClusterView{Tag: tag, PlacementRevision: 1, Assignments: asg}
+	for _, e := range brokers {
+		v.Brokers = append(v.Brokers, wire.Broker{
+			BrokerRegistration: wire.BrokerRegistration{NodeID: e.srv.nodeID(), ClientAddrs: []string{e.srv.Addr().String()},
+				PeerAddr: e.srv.PeerAddr().String()},
+			State: wire.BrokerLive,
+		})
+	}
+	return v
+}
+
+// place applies one view to every broker.
+func place(brokers []*env, asg ...wire.ShardAssignment) {
+	v := viewOf("v1", brokers, asg...)
+	for _, e := range brokers {
+		e.srv.applyView(v)
+	}
+}
+
+// cacheKeys returns a key of cache "sessions" for each shard.
+func cacheKeys() []string {
+	keys := make([]string, cacheShards)
+	for i, found := 0, 0; found < cacheShards; i++ {
+		k := fmt.Sprintf("user-%d", i)
+		if s := wire.ShardForKey([]byte(k), cacheShards); keys[s] == "" {
+			keys[s] = k
+			found++
+		}
+	}
+	return keys
+}
+
+// standard places stream "log" (one shard) on b, stream "keyed" (four
+// shards) on a and b alternately, stream "lost" nowhere, and cache
+// "sessions" shard 0 on a, shard 1 on b.
+func standard(a, b *env) {
+	place([]*env{a, b},
+		owned(wire.ShardKindStream, "log", 0, "broker-b"),
+		owned(wire.ShardKindStream, "keyed", 0, "broker-a"), owned(wire.ShardKindStream, "keyed", 1, "broker-b"),
+		owned(wire.ShardKindStream, "keyed", 2, "broker-a"), owned(wire.ShardKindStream, "keyed", 3, "broker-b"),
+		owned(wire.ShardKindStream, "lost", 0, ""),
+		owned(wire.ShardKindCache, "sessions", 0, "broker-a"), owned(wire.ShardKindCache, "sessions", 1, "broker-b"),
+	)
+}
+
+func startStandard(t *testing.T) (a, b *env) {
+	a, b = startCluster(t, wire.StreamSpec{Stream: "log", Durable: true}, wire.StreamSpec{Stream: "keyed", Shards: 4},
+		wire.StreamSpec{Stream: "lost"})
+	standard(a, b)
+	return a, b
+}
+
+func TestForwardedPublishesLandOnTheOwnerInOrder(t *testing.T) {
+	a, b := startStandard(t)
+	bqc := b.dial(0)
+	sub := b.subscribe(bqc, b.authed(bqc, 0, allFeatures, pubAll), "log")
+
+	s := a.authed(a.dial(0), durableFlags, durableFeatures, "stream.publish:*")
+	// Acked: answered with the owner's offsets.
+	if offs := publishAcked(t, s, "log", 0, 3); fmt.Sprint(offs) != "[0 1 2]" {
+		t.Fatalf("ack offsets %v", offs)
+	}
+	// Fire-and-forget, then one acked behind them: all in order.
+	const n = 200
+	for i := 3; i < n; i++ {
+		s.write(binPublish("log", false, 0, numbered(i)))
+	}
+	s.write(binPublish("log", true, 1000, numbered(n)))
+	if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.Offset == nil || *ok.Offset != n {
+		t.Fatalf("last ack %#v", ok)
+	}
+	checkOrder(t, sub.payloads(n+1), n+1)
+	if got := b.metric("felix_broker_forwards_received_total"); got != n+1 {
+		t.Fatalf("b received %v forwards, want %d", got, n+1)
+	}
+	if got := a.metric("felix_broker_forwarded_publishes_total"); got != n+1 {
+		t.Fatalf("a forwarded %v publishes, want %d", got, n+1)
+	}
+	if got := a.metric("felix_publish_messages_total"); got != 0 {
+		t.Fatalf("a published %v messages itself", got)
+	}
+	// JSON publishes are forwarded too.
+	s.send(&wire.Publish{TenantID: testTenant, Namespace: "prod", Stream: "log", Payload: numbered(n + 1), RequestID: 7, Ack: wire.AckPerMessage})
+	if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != 7 {
+		t.Fatalf("JSON publish answered %#v", ok)
+	}
+	if got := sub.payloads(1); string(got[0]) != string(numbered(n+1)) {
+		t.Fatalf("got %q", got[0])
+	}
+}
+
+func TestForwardedKeyedBatchesSplitByOwner(t *testing.T) {
+	a, b := startStandard(t)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	var onA, onB int
+	for i := range 40 {
+		key := []byte(fmt.Sprintf("k%d", i))
+		p := wire.BinaryPublish{RequestID: uint64(i + 1), Key: key, TenantID: testTenant, Namespace: "prod", Stream: "keyed",
+			Payloads: [][]byte{numbered(i), numbered(i)}}
+		s.write(p.AppendFrame(nil, wire.PublishFlags(true, true)))
+		if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != uint64(i+1) {
+			t.Fatalf("keyed publish %d: %#v", i, ok)
+		}
+		if wire.ShardForKey(key, 4)%2 == 0 {
+			onA += 2
+		} else {
+			onB += 2
+		}
+	}
+	if onA == 0 || onB == 0 {
+		t.Fatal("the keys all fell on one broker")
+	}
+	if got, got2 := a.metric("felix_publish_messages_total"), b.metric("felix_publish_messages_total"); got != float64(onA) || got2 != float64(onB) {
+		t.Fatalf("a published %v (want %d), b %v (want %d)", got, onA, got2, onB)
+	}
+	if got := b.metric("felix_broker_forwards_received_total"); got != float64(onB/2) {
+		t.Fatalf("b received %v forwards, want %d", got, onB/2)
+	}
+}
+
+func TestForwardNeedsPublishPermissionAtTheEntry(t *testing.T) {
+	a, b := startStandard(t)
+	s := a.authed(a.dial(0), 0, allFeatures, "stream.subscribe:*")
+	s.write(binPublish("log", true, 1, numbered(0)))
+	expectCode(t, s.recv(), wire.CodeForbidden)
+	if got := b.metric("felix_broker_forwards_received_total"); got != 0 {
+		t.Fatalf("a refused publish reached the owner (%v forwards)", got)
+	}
+}
+
+func TestOwnerChecksTheTokenAgain(t *testing.T) {
+	a, b := startStandard(t)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	publishAcked := func(id uint64) wire.Message {
+		s.write(binPublish("log", true, id, numbered(0)))
+		return s.recv()
+	}
+	if _, ok := publishAcked(1).(*wire.PublishOK); !ok {
+		t.Fatal("the first publish was refused")
+	}
+	// Only the owner hears of the revocation.
+	b.src.revoke(wire.Revocation{TenantID: testTenant, Subject: "tester", RevokedBefore: time.Now().Unix() + 1, Reason: "left"})
+	waitFor(t, "the revocation to reach b", func() bool { return b.srv.revs.Len() > 0 })
+	e := expectCode(t, publishAcked(2), wire.CodeRevoked)
+	if e.Retry != wire.RetryFatal {
+		t.Fatalf("refusal %v", e)
+	}
+	if got := b.metric("felix_broker_forward_refused_auth_total"); got != 1 {
+		t.Fatalf("b refused %v forwards for their token", got)
+	}
+}
+
+func TestUnavailableShardIsRefusedNotForwarded(t *testing.T) {
+	a, b := startStandard(t)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("lost", true, 1, numbered(0)))
+	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Retry != wire.RetryRetry || e.Detail[wire.DetailReason] != wire.UnavailableOwnerDown {
+		t.Fatalf("refusal %v", e)
+	}
+	// Fire-and-forget: refused with an error, never dropped silently.
+	s.write(binPublish("lost", false, 0, numbered(0)))
+	expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if got := b.metric("felix_broker_forwards_received_total"); got != 0 {
+		t.Fatalf("%v forwards", got)
+	}
+}
+
+func TestOwnerThatDisagreesRefusesAndNeverForwardsAgain(t *testing.T) {
+	a, b := startCluster(t, wire.StreamSpec{Stream: "log"})
+	brokers := []*env{a, b}
+	// a thinks b owns the shard; b thinks a does.
+	a.srv.applyView(viewOf("a", brokers, owned(wire.ShardKindStream, "log", 0, "broker-b")))
+	b.srv.applyView(viewOf("b", brokers, owned(wire.ShardKindStream, "log", 0, "broker-a")))
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	e := expectCode(t, s.recv(), wire.CodeNotLeader)
+	if e.Detail["node_id"] != "broker-a" {
+		t.Fatalf("refusal %v", e)
+	}
+	if got := a.metric("felix_broker_forwards_received_total"); got != 0 {
+		t.Fatalf("b forwarded the forward back to a (%v)", got)
+	}
+}
+
+func TestOwnerGoneMidForwardIsOutcomeUnknown(t *testing.T) {
+	a, b := startStandard(t)
+	a.srv.fwd.timeout = 2 * time.Second
+	started := make(chan struct{}, 1)
+	b.srv.fwd.ownerHook = func(ctx context.Context) {
+		started <- struct{}{}
+		<-ctx.Done()
+	}
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	<-started
+	b.srv.Peer().Close()
+	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Retry != wire.RetryOutcomeUnknown || e.Detail[wire.DetailReason] != "forward_unanswered" {
+		t.Fatalf("refusal %v, want outcome_unknown", e)
+	}
+	// Now nothing answers: the next one is never sent, so it may be
+	// retried.
+	s.write(binPublish("log", true, 2, numbered(1)))
+	e = expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Retry != wire.RetryRetry {
+		t.Fatalf("refusal %v, want retry", e)
+	}
+	if got := b.metric("felix_publish_messages_total"); got != 0 {
+		t.Fatalf("b published %v", got)
+	}
+}
+
+func TestCacheOperationsThroughEitherBroker(t *testing.T) {
+	a, b := startStandard(t)
+	sa := a.authed(a.dial(0), 0, allFeatures, cacheAll)
+	sb := b.authed(b.dial(0), 0, allFeatures, cacheAll)
+	keys := cacheKeys() // keys[0] on a, keys[1] on b
+	for i, k := range keys {
+		sa.send(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: k, Value: []byte("v" + k), RequestID: uint64(10 + i)})
+		if ok, isOK := sa.recv().(*wire.CacheOK); !isOK || ok.RequestID != uint64(10+i) {
+			t.Fatalf("put %s through a: %#v", k, ok)
+		}
+	}
+	for i, k := range keys {
+		sb.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: k, RequestID: uint64(20 + i)})
+		v, ok := sb.recv().(*wire.CacheValue)
+		if !ok || v.RequestID != uint64(20+i) || string(v.Value) != "v"+k {
+			t.Fatalf("get %s through b: %#v", k, v)
+		}
+	}
+	// Each key was stored by its owner only.
+	for i, e := range []*env{a, b} {
+		c, _ := e.srv.resolveCache(testTenant, "prod", "sessions")
+		if n, _ := c.Len(); n != 1 {
+			t.Fatalf("broker %d holds %d keys, want its own one", i, n)
+		}
+	}
+	sb.send(&wire.CacheDelete{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: keys[0], RequestID: 30})
+	if v, ok := sb.recv().(*wire.CacheValue); !ok || string(v.Value) != "v"+keys[0] {
+		t.Fatalf("delete through b: %#v", v)
+	}
+	if a.metric("felix_broker_forwarded_cache_ops_total") != 1 || b.metric("felix_broker_forwarded_cache_ops_total") != 2 {
+		t.Fatalf("forwarded cache ops: a %v, b %v", a.metric("felix_broker_forwarded_cache_ops_total"), b.metric("felix_broker_forwarded_cache_ops_total"))
+	}
+	// A read-only token may not put, at the entry or at the owner.
+	ro := b.authed(b.dial(0), 0, allFeatures, "cache.read:cache:acme/prod")
+	ro.send(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: keys[0], Value: []byte("x"), RequestID: 40})
+	expectCode(t, ro.recv(), wire.CodeForbidden)
+	// The owner's own refusals reach the client unchanged, request id
+	// included.
+	ro.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: keys[0], RequestID: 41})
+	if v, ok := ro.recv().(*wire.CacheValue); !ok || v.RequestID != 41 || v.Value != nil {
+		t.Fatalf("get of a deleted key: %#v", v)
+	}
+}
