@@ -189,8 +189,7 @@ func (cs *controlStream) forwardPublish(r *pubRequest, st *core.Stream, idx uint
 		cs.refuse(r, rt.Err(wire.ShardKindStream, r.stream, idx))
 		return
 	}
-	if srv.Peer() == nil || rt.PeerAddr == "" {
-		srv.fwd.failed(fwdFailNoPeer)
+	if !srv.canForward(rt) {
 		cs.refuse(r, rt.Err(wire.ShardKindStream, r.stream, idx))
 		return
 	}
@@ -199,6 +198,18 @@ func (cs *controlStream) forwardPublish(r *pubRequest, st *core.Stream, idx uint
 	if !p.admit() {
 		cs.queueFull(r)
 	}
+}
+
+// canForward reports whether this broker can reach rt's owner: it runs a
+// peer listener and the view names the owner's. When not, the request is
+// refused with the route's not_leader, so the client goes to the owner
+// itself.
+func (s *Server) canForward(rt Route) bool {
+	if s.Peer() == nil || rt.PeerAddr == "" {
+		s.fwd.failed(fwdFailNoPeer)
+		return false
+	}
+	return true
 }
 
 // runForward is a forwarded publish's ordered step: it links the publish
@@ -314,7 +325,7 @@ func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key str
 	if rt.Local {
 		return false
 	}
-	if rt.NodeID == "" {
+	if rt.NodeID == "" || !srv.canForward(rt) {
 		cs.sendError(rt.Err(wire.ShardKindCache, cache, shard), &reqID)
 		return true
 	}

@@ -325,3 +325,75 @@ func TestCacheOperationsThroughEitherBroker(t *testing.T) {
 		t.Fatalf("get of a deleted key: %#v", v)
 	}
 }
+
+func TestIngressPublishesAreForwardedInOrder(t *testing.T) {
+	a, b := startStandard(t)
+	bqc := b.dial(0)
+	sub := b.subscribe(bqc, b.authed(bqc, 0, allFeatures, pubAll), "log")
+	frames := [][]byte{authFrame(testTenant, a.token(pubAll))}
+	const n = 50
+	for i := range n {
+		frames = append(frames, binPublish("log", false, 0, numbered(i)))
+	}
+	st := openIngress(t, a.dial(0), frames...)
+	st.Close()
+	checkOrder(t, sub.payloads(n), n)
+}
+
+func TestOwnerWithoutPeerAddressIsARedirect(t *testing.T) {
+	a, b := startCluster(t, wire.StreamSpec{Stream: "log"})
+	v := viewOf("v1", []*env{a, b}, owned(wire.ShardKindStream, "log", 0, "broker-b"),
+		owned(wire.ShardKindCache, "sessions", 0, "broker-b"), owned(wire.ShardKindCache, "sessions", 1, "broker-b"))
+	v.Brokers[1].PeerAddr = ""
+	a.srv.applyView(v)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll, cacheAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	e := expectCode(t, s.recv(), wire.CodeNotLeader)
+	if e.Detail["node_id"] != "broker-b" || e.Detail["addr"] != b.srv.Addr().String() {
+		t.Fatalf("refusal %v", e)
+	}
+	s.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", RequestID: 5})
+	if e := expectCode(t, s.recv(), wire.CodeNotLeader); e.Detail["node_id"] != "broker-b" {
+		t.Fatalf("refusal %v", e)
+	}
+	if got := a.metric(`felix_broker_forward_failures_total{reason="no_peer_link"}`); got != 2 {
+		t.Fatalf("no_peer_link failures %v", got)
+	}
+}
+
+func TestCacheWithoutAViewIsNotReady(t *testing.T) {
+	a, _ := startCluster(t)
+	s := a.authed(a.dial(0), 0, allFeatures, cacheAll)
+	s.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", RequestID: 5})
+	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Detail[wire.DetailReason] != unavailableNotReady {
+		t.Fatalf("refusal %v", e)
+	}
+}
+
+func TestPayloadsRoundTrip(t *testing.T) {
+	in := [][]byte{[]byte("a"), {}, []byte("ccc")}
+	got, err := parsePayloads(appendPayloads(nil, in))
+	if err != nil || len(got) != 3 || string(got[0]) != "a" || len(got[1]) != 0 || string(got[2]) != "ccc" {
+		t.Fatalf("%q, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {0, 0, 0}, {0, 0, 0, 2, 'x'}} {
+		if _, err := parsePayloads(bad); err == nil {
+			t.Errorf("parsePayloads(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParsePayloads(f *testing.F) {
+	f.Add(appendPayloads(nil, [][]byte{[]byte("a"), {}, []byte("ccc")}))
+	f.Add([]byte{0, 0, 0, 9, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePayloads(b)
+		if err != nil {
+			return
+		}
+		if again := appendPayloads(nil, p); string(again) != string(b) {
+			t.Fatalf("round trip %q -> %q", b, again)
+		}
+	})
+}
