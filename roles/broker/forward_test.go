@@ -33,7 +33,7 @@ const cacheShards = 2
 // startCluster starts brokers a and b, each with a peer listener from
 // one CA, durable storage, and a catalog with the same streams and token
 // signer; both are in a cluster (Deps.Cluster), with no view yet.
-func startCluster(t *testing.T, streams ...wire.StreamSpec) (a, b *env) {
+func startCluster(t testing.TB, streams ...wire.StreamSpec) (a, b *env) {
 	t.Helper()
 	dirs := sharedDevCA(t, 2)
 	signer, jwks := testSigner(t)
@@ -114,7 +114,7 @@ func standard(a, b *env) {
 	)
 }
 
-func startStandard(t *testing.T) (a, b *env) {
+func startStandard(t testing.TB) (a, b *env) {
 	a, b = startCluster(t, wire.StreamSpec{Stream: "log", Durable: true}, wire.StreamSpec{Stream: "keyed", Shards: 4},
 		wire.StreamSpec{Stream: "lost"})
 	standard(a, b)
@@ -396,4 +396,42 @@ func FuzzParsePayloads(f *testing.F) {
 			t.Fatalf("round trip %q -> %q", b, again)
 		}
 	})
+}
+
+// BenchmarkForwardedPublish compares publishes to an in-memory shard
+// served by the broker the client reached (local) with the same through
+// the other broker (forwarded): acked ones one at a time, and
+// fire-and-forget ones in a burst closed by an acked one. The forwarded
+// lane sends one forward at a time, so a burst costs a peer round trip
+// per publish.
+func BenchmarkForwardedPublish(b *testing.B) {
+	a, o := startCluster(b, wire.StreamSpec{Stream: "mem"})
+	place([]*env{a, o}, owned(wire.ShardKindStream, "mem", 0, "broker-b"))
+	payload := make([]byte, 100)
+	for _, tc := range []struct {
+		name string
+		via  *env
+	}{{"local", o}, {"forwarded", a}} {
+		s := tc.via.authed(tc.via.dial(0), 0, allFeatures, pubAll)
+		b.Run(tc.name+"/acked", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				s.write(binPublish("mem", true, uint64(i+1), payload))
+				if _, ok := s.recv().(*wire.PublishOK); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(tc.name+"/fire-and-forget", func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				s.write(binPublish("mem", false, 0, payload))
+				if n++; n%256 == 0 {
+					s.write(binPublish("mem", true, 1, payload))
+					if _, ok := s.recv().(*wire.PublishOK); !ok {
+						b.Fatal("refused")
+					}
+				}
+			}
+		})
+	}
 }
