@@ -199,8 +199,8 @@ func (l *Link) acceptCalls(wg interface{ Go(func()) }) {
 func (l *Link) serveCall(st *quic.Stream) {
 	cfg := l.ep.cfg
 	// The caller sends its whole request at once: a stream that does not
-	// deliver it within the handshake timeout is given up.
-	st.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	// deliver it within CallIOTimeout is given up.
+	st.SetReadDeadline(time.Now().Add(cfg.CallIOTimeout))
 	stop := context.AfterFunc(l.ctx, func() { st.CancelRead(streamCancelled) })
 	f, err := wire.NewFrameReader(st, cfg.MaxCallBytes).NextOwned()
 	stop()
@@ -233,7 +233,7 @@ func (l *Link) serveCall(st *quic.Stream) {
 		l.ep.log.Error("cannot encode a peer call's reply", "type", req.Type, "node_id", l.peer.NodeID, "err", err)
 		b, _ = AppendReply(nil, ErrorReply(wire.NewError(wire.CodeInternal, "reply: %v", err)))
 	}
-	st.SetWriteDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	st.SetWriteDeadline(time.Now().Add(cfg.CallIOTimeout))
 	if _, err := st.Write(b); err != nil {
 		st.CancelWrite(streamCancelled)
 		return

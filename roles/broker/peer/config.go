@@ -58,6 +58,10 @@ type Config struct {
 	// this (default 17 MiB: a client's largest frame and room for the
 	// call's header).
 	MaxCallBytes uint32
+	// CallIOTimeout bounds how long the answering end waits for a call's
+	// request to arrive whole, and for its reply to be written (default
+	// 30s).
+	CallIOTimeout time.Duration
 	// KeepAlive and MaxIdleTimeout are the QUIC keep-alive period and
 	// idle timeout of a link (defaults 2s and 6s, as client connections).
 	KeepAlive      time.Duration
@@ -83,6 +87,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HandshakeTimeout, 5*time.Second)
 	def(&c.DialBackoff, 100*time.Millisecond)
 	def(&c.MaxDialBackoff, 2*time.Second)
+	def(&c.CallIOTimeout, 30*time.Second)
 	def(&c.KeepAlive, 2*time.Second)
 	def(&c.MaxIdleTimeout, 6*time.Second)
 	defInt(&c.DialAttempts, 5)
