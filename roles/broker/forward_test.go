@@ -12,7 +12,9 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// fakeViews is a cluster view source that answers the view a test set.
+// fakeViews is a cluster view source that answers the view a test
+// applied (apply), so a broker polling it routes by that view too; before
+// the first, it has nothing new.
 type fakeViews struct {
 	mu sync.Mutex
 	v  wire.ClusterView
@@ -21,10 +23,19 @@ type fakeViews struct {
 func (f *fakeViews) ClusterView(_ context.Context, known string) (wire.ClusterView, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if known != "" && known == f.v.Tag {
+	if f.v.Tag == "" || known == f.v.Tag {
 		return wire.ClusterView{}, false, nil
 	}
 	return f.v, true, nil
+}
+
+// apply makes v the view e's source answers and e routes by.
+func apply(e *env, v wire.ClusterView) {
+	f := e.srv.cluster.(*fakeViews)
+	f.mu.Lock()
+	f.v = v
+	f.mu.Unlock()
+	e.srv.applyView(v)
 }
 
 // cacheShards is the number of shards the tests place cache "sessions" on.
@@ -84,7 +95,7 @@ func viewOf(tag string, brokers []*env, asg ...wire.ShardAssignment) wire.Cluste
 func place(brokers []*env, asg ...wire.ShardAssignment) {
 	v := viewOf("v1", brokers, asg...)
 	for _, e := range brokers {
-		e.srv.applyView(v)
+		apply(e, v)
 	}
 }
 
@@ -241,8 +252,8 @@ func TestOwnerThatDisagreesRefusesAndNeverForwardsAgain(t *testing.T) {
 	a, b := startCluster(t, wire.StreamSpec{Stream: "log"})
 	brokers := []*env{a, b}
 	// a thinks b owns the shard; b thinks a does.
-	a.srv.applyView(viewOf("a", brokers, owned(wire.ShardKindStream, "log", 0, "broker-b")))
-	b.srv.applyView(viewOf("b", brokers, owned(wire.ShardKindStream, "log", 0, "broker-a")))
+	apply(a, viewOf("a", brokers, owned(wire.ShardKindStream, "log", 0, "broker-b")))
+	apply(b, viewOf("b", brokers, owned(wire.ShardKindStream, "log", 0, "broker-a")))
 	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
 	s.write(binPublish("log", true, 1, numbered(0)))
 	e := expectCode(t, s.recv(), wire.CodeNotLeader)
@@ -345,7 +356,7 @@ func TestOwnerWithoutPeerAddressIsARedirect(t *testing.T) {
 	v := viewOf("v1", []*env{a, b}, owned(wire.ShardKindStream, "log", 0, "broker-b"),
 		owned(wire.ShardKindCache, "sessions", 0, "broker-b"), owned(wire.ShardKindCache, "sessions", 1, "broker-b"))
 	v.Brokers[1].PeerAddr = ""
-	a.srv.applyView(v)
+	apply(a, v)
 	s := a.authed(a.dial(0), 0, allFeatures, pubAll, cacheAll)
 	s.write(binPublish("log", true, 1, numbered(0)))
 	e := expectCode(t, s.recv(), wire.CodeNotLeader)
