@@ -61,13 +61,13 @@ const (
 	fwdFailNotSent    = "owner_unreachable" // the call was never sent
 	fwdFailUnanswered = "unanswered"        // sent, no answer: outcome unknown
 	fwdFailNotOwner   = "not_owner"         // the owner's view disagrees: not_leader or shard_unavailable
-	fwdFailRefused    = "refused"           // a fire-and-forget publish the owner refused (dropped)
+	fwdFailDropped    = "dropped"           // a fire-and-forget publish that failed or was refused, for any of the above or by the owner: dropped
 )
 
 var forwardHelp = map[string]string{
 	"felix_broker_forwarded_publishes_total":  "Publishes this broker forwarded to the shard's owner and the owner answered (successes and refusals).",
 	"felix_broker_forwarded_cache_ops_total":  "Cache operations this broker forwarded to the key's owner and the owner answered.",
-	"felix_broker_forward_failures_total":     "Forwards that got no answer from the owner, or whose fire-and-forget publish the owner refused, by reason.",
+	"felix_broker_forward_failures_total":     "Forwards that could not be made or got no answer, by reason; reason dropped counts the fire-and-forget publishes lost so, and those the owner refused.",
 	"felix_broker_forwards_received_total":    "Publishes and cache operations other brokers forwarded to this broker.",
 	"felix_broker_forward_refused_auth_total": "Forwards this broker refused because the client's token did not pass its own check (authorized twice).",
 }
@@ -244,7 +244,7 @@ func (p *admitted) forward(prev <-chan struct{}, done chan struct{}) {
 		p.owedHeld = false
 		p.cs.out.sendOwed(b)
 	} else if e != nil {
-		srv.fwd.failed(fwdFailRefused)
+		srv.fwd.failed(fwdFailDropped)
 		srv.log.Debug("a forwarded fire-and-forget publish failed", "tenant", p.req.tenant, "stream", p.req.stream, "shard", p.lane.Shard, "err", e)
 	}
 	p.release()

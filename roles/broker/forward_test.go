@@ -227,8 +227,18 @@ func TestOwnerChecksTheTokenAgain(t *testing.T) {
 	if e.Retry != wire.RetryFatal {
 		t.Fatalf("refusal %v", e)
 	}
-	if got := b.metric("felix_broker_forward_refused_auth_total"); got != 1 {
+	// A fire-and-forget one is dropped and counted; the acked one behind
+	// it is answered after it.
+	s.write(binPublish("log", false, 0, numbered(1)))
+	expectCode(t, publishAcked(3), wire.CodeRevoked)
+	if got := a.metric(`felix_broker_forward_failures_total{reason="dropped"}`); got != 1 {
+		t.Fatalf("dropped %v", got)
+	}
+	if got := b.metric("felix_broker_forward_refused_auth_total"); got != 3 {
 		t.Fatalf("b refused %v forwards for their token", got)
+	}
+	if got := b.metric("felix_publish_messages_total"); got != 1 {
+		t.Fatalf("b published %v messages", got)
 	}
 }
 
