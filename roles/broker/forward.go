@@ -83,7 +83,7 @@ type forwarder struct {
 	cacheIdx              atomic.Pointer[cacheShardIndex]
 	// ownerHook, when set (tests), runs at the owner before a forwarded
 	// publish is admitted.
-	ownerHook func(ctx context.Context)
+	ownerHook atomic.Pointer[func(ctx context.Context)]
 }
 
 func newForwarder(set *metrics.Set) *forwarder {
@@ -470,8 +470,8 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	if err != nil {
 		return peer.ErrorReply(asWireError(err))
 	}
-	if s.fwd.ownerHook != nil {
-		s.fwd.ownerHook(ctx)
+	if hook := s.fwd.ownerHook.Load(); hook != nil {
+		(*hook)(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		// The entry gave up, or the link ended: nobody waits for this

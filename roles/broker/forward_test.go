@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/roles/broker/sched"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -279,10 +280,11 @@ func TestOwnerGoneMidForwardIsOutcomeUnknown(t *testing.T) {
 	a, b := startStandard(t)
 	a.srv.fwd.timeout = 2 * time.Second
 	started := make(chan struct{}, 1)
-	b.srv.fwd.ownerHook = func(ctx context.Context) {
+	hook := func(ctx context.Context) {
 		started <- struct{}{}
 		<-ctx.Done()
 	}
+	b.srv.fwd.ownerHook.Store(&hook)
 	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
 	s.write(binPublish("log", true, 1, numbered(0)))
 	<-started
@@ -454,5 +456,37 @@ func BenchmarkForwardedPublish(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestOwnerWithAFullLaneAnswersOverloaded(t *testing.T) {
+	a, b := startStandard(t)
+	st, _ := b.srv.resolveStream(testTenant, "prod", "log")
+	heldC := make(chan []*lane, 1)
+	hook := func(ctx context.Context) {
+		var held []*lane
+		for {
+			l, ok := b.srv.lanes.admit(ctx, sched.LaneKey{Stream: st.Key()}, false)
+			if !ok {
+				heldC <- held
+				return
+			}
+			held = append(held, l)
+		}
+	}
+	b.srv.fwd.ownerHook.Store(&hook)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	e := expectCode(t, s.recv(), wire.CodeOverloaded)
+	if e.Detail["reason"] != "publish_queue_full" {
+		t.Fatalf("refusal %v", e)
+	}
+	b.srv.fwd.ownerHook.Store(nil)
+	for _, l := range <-heldC {
+		b.srv.lanes.release(l)
+	}
+	s.write(binPublish("log", true, 2, numbered(0)))
+	if _, ok := s.recv().(*wire.PublishOK); !ok {
+		t.Fatal("refused once the lane had room")
 	}
 }
