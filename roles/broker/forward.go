@@ -80,7 +80,6 @@ type forwarder struct {
 	failMu                sync.Mutex
 	failures              map[string]*metrics.Counter // by reason, a fixed set
 	timeout               time.Duration
-	cacheIdx              atomic.Pointer[cacheShardIndex]
 	// ownerHook, when set (tests), runs at the owner before a forwarded
 	// publish is admitted.
 	ownerHook atomic.Pointer[func(ctx context.Context)]
@@ -351,7 +350,8 @@ func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key str
 	return true
 }
 
-// cacheRoute is where a cache key's requests go, and its shard.
+// cacheRoute is where a cache key's requests go, and its shard (by the
+// cache's shard count from the catalog, cluster_msgs.go).
 func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
 	if s.routes.standalone {
 		return 0, Route{Local: true}
@@ -365,36 +365,6 @@ func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
 	}
 	shard := wire.ShardForKey([]byte(key), n)
 	return shard, s.routes.Route(wire.ShardKindCache, tenant, ns, cache, shard)
-}
-
-// cacheShardIndex is how many shards each cache has in one applied view:
-// one more than the highest shard assigned.
-type cacheShardIndex struct {
-	view   *routeView
-	shards map[shardRef]uint32 // shard 0's ref
-}
-
-// cacheShards is how many shards the view held places a cache on (0: the
-// view places none). The index is rebuilt once per view.
-func (s *Server) cacheShards(tenant, ns, cache string) uint32 {
-	v := s.routes.view.Load()
-	if v == nil {
-		return 0
-	}
-	idx := s.fwd.cacheIdx.Load()
-	if idx == nil || idx.view != v {
-		idx = &cacheShardIndex{view: v, shards: map[shardRef]uint32{}}
-		for ref := range v.assignments {
-			if ref.kind != wire.ShardKindCache {
-				continue
-			}
-			n := ref.shard + 1
-			ref.shard = 0
-			idx.shards[ref] = max(idx.shards[ref], n)
-		}
-		s.fwd.cacheIdx.Store(idx)
-	}
-	return idx.shards[shardRef{kind: wire.ShardKindCache, tenant: tenant, ns: ns, name: cache}]
 }
 
 // --- the owner ---

@@ -13,15 +13,15 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// fakeViews is a cluster view source that answers the view a test
+// viewSource is a cluster view source that answers the view a test
 // applied (apply), so a broker polling it routes by that view too; before
 // the first, it has nothing new.
-type fakeViews struct {
+type viewSource struct {
 	mu sync.Mutex
 	v  wire.ClusterView
 }
 
-func (f *fakeViews) ClusterView(_ context.Context, known string) (wire.ClusterView, bool, error) {
+func (f *viewSource) ClusterView(_ context.Context, known string) (wire.ClusterView, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.v.Tag == "" || known == f.v.Tag {
@@ -32,15 +32,15 @@ func (f *fakeViews) ClusterView(_ context.Context, known string) (wire.ClusterVi
 
 // apply makes v the view e's source answers and e routes by.
 func apply(e *env, v wire.ClusterView) {
-	f := e.srv.cluster.(*fakeViews)
+	f := e.srv.cluster.(*viewSource)
 	f.mu.Lock()
 	f.v = v
 	f.mu.Unlock()
 	e.srv.applyView(v)
 }
 
-// cacheShards is the number of shards the tests place cache "sessions" on.
-const cacheShards = 2
+// testCacheShards is the number of shards the tests place cache "sessions" on.
+const testCacheShards = 2
 
 // startCluster starts brokers a and b, each with a peer listener from
 // one CA, durable storage, and a catalog with the same streams and token
@@ -55,7 +55,7 @@ func startCluster(t testing.TB, streams ...wire.StreamSpec) (a, b *env) {
 		src := &fakeSource{
 			tenants:    []wire.Tenant{{TenantID: testTenant}},
 			namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},
-			caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Shards: cacheShards}},
+			caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Shards: testCacheShards}},
 			jwks:       jwks,
 		}
 		for _, s := range streams {
@@ -64,7 +64,7 @@ func startCluster(t testing.TB, streams ...wire.StreamSpec) (a, b *env) {
 			src.streams = append(src.streams, s)
 		}
 		tlsCfg, roots := testTLS(t)
-		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &fakeViews{}}
+		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &viewSource{}}
 		return startServer(t, cfg, deps, signer, roots, src)
 	}
 	return start("broker-a", dirs[0]), start("broker-b", dirs[1])
@@ -102,10 +102,10 @@ func place(brokers []*env, asg ...wire.ShardAssignment) {
 
 // cacheKeys returns a key of cache "sessions" for each shard.
 func cacheKeys() []string {
-	keys := make([]string, cacheShards)
-	for i, found := 0, 0; found < cacheShards; i++ {
+	keys := make([]string, testCacheShards)
+	for i, found := 0, 0; found < testCacheShards; i++ {
 		k := fmt.Sprintf("user-%d", i)
-		if s := wire.ShardForKey([]byte(k), cacheShards); keys[s] == "" {
+		if s := wire.ShardForKey([]byte(k), testCacheShards); keys[s] == "" {
 			keys[s] = k
 			found++
 		}

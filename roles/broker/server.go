@@ -64,6 +64,7 @@ type Server struct {
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
 	fwd      *forwarder        // forwarding to shard owners (forward.go)
+	own      ownership         // the shards this broker owns (ownership.go)
 	onFatal  func(error)       // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
@@ -123,6 +124,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS, Revocations: revs})
 	}
 	coreCfg := cfg.Core
+	coreCfg.PlacedShards = deps.Cluster != nil // open only the shards placed here
 	if st := cfg.Durable.storage(); st != nil {
 		st.Logger = log.With("role", "broker")
 		coreCfg.Storage = st
@@ -158,6 +160,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
+	s.state.streamApplied = s.openOwned
+	s.watchOwnership()
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
