@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -163,9 +164,26 @@ func (l *Link) call(ctx context.Context, frame []byte) (Reply, error) {
 	}
 	r, err := ParseReply(f.Flags, f.Payload)
 	if err != nil {
+		st.CancelRead(streamCancelled)
 		return Reply{}, fmt.Errorf("%w: %w", ErrUnanswered, err)
 	}
+	expectEnd(st) // the reply is whole; a stream that goes on is cut short
 	return r, nil
+}
+
+// expectEnd reads the end of a call stream's receive half after its one
+// frame, and reports whether it ended there. Reading the end is what
+// completes the stream, so that QUIC gives its credit back to the end
+// that opened it; a stream that carries more than the frame is cancelled
+// instead.
+func expectEnd(st *quic.Stream) bool {
+	var b [1]byte
+	n, err := st.Read(b[:])
+	if n == 0 && err == io.EOF {
+		return true
+	}
+	st.CancelRead(streamCancelled)
+	return false
 }
 
 // callFailed names why a call failed: ctx, the end of the link, or err.
@@ -212,7 +230,10 @@ func (l *Link) serveCall(st *quic.Stream) {
 	var rep Reply
 	req, err := ParseRequest(f.Flags, f.Payload)
 	switch {
+	case err == nil && !expectEnd(st):
+		rep = ErrorReply(wire.NewError(wire.CodeInvalidRequest, "a call stream carries one frame, then ends"))
 	case err != nil:
+		st.CancelRead(streamCancelled)
 		rep = ErrorReply(wire.NewError(wire.CodeInvalidRequest, "%v", err))
 	case cfg.Handle == nil:
 		rep = ErrorReply(wire.NewError(wire.CodeUnsupported, "node %s serves no peer calls", cfg.NodeID))

@@ -385,3 +385,65 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCallStreamsGiveTheirCreditBack makes many more calls, one after the
+// other and a few at a time, than the streams the other end allows at
+// once: each finished call must return its stream's credit.
+func TestCallStreamsGiveTheirCreditBack(t *testing.T) {
+	ca := newTestCA(t)
+	a := startCallNode(t, ca, "broker-a", newEcho(), func(c *Config) { c.MaxCallsInFlight = 4 })
+	b := startCallNode(t, ca, "broker-b", newEcho(), func(c *Config) { c.MaxCallsInFlight = 4 })
+	body := bytes.Repeat([]byte("x"), 3000) // more than one packet
+	for i := range 300 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err := a.Call(ctx, target(b), Request{Type: "echo", Body: body})
+		cancel()
+		if err != nil || len(rep.Body) != len(body) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := b.Call(ctx, target(a), Request{Type: "echo", Body: body})
+				cancel()
+				if err != nil {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestACallStreamCarriesOneFrame(t *testing.T) {
+	ca := newTestCA(t)
+	a := startCallNode(t, ca, "broker-a", nil, nil)
+	hb := newEcho()
+	b := startCallNode(t, ca, "broker-b", hb, nil)
+	l, err := a.Dial(testCtx(t), "broker-b", b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.qc.OpenStreamSync(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, _ := AppendRequest(nil, Request{Type: "echo"})
+	st.Write(append(frame, frame...))
+	st.Close()
+	f, err := wire.NewFrameReader(st, 0).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ParseReply(f.Flags, f.Payload)
+	if err != nil || rep.Err == nil || rep.Err.Code != wire.CodeInvalidRequest {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	if hb.calls.Load() != 0 {
+		t.Fatal("the handler ran")
+	}
+}
