@@ -490,3 +490,31 @@ func TestOwnerWithAFullLaneAnswersOverloaded(t *testing.T) {
 		t.Fatal("refused once the lane had room")
 	}
 }
+
+func TestConcurrentClientsKeepTheirOrderAcrossTheForward(t *testing.T) {
+	a, b := startStandard(t)
+	bqc := b.dial(0)
+	sub := b.subscribe(bqc, b.authed(bqc, 0, allFeatures, pubAll), "log")
+	const clients, n = 4, 100
+	var wg sync.WaitGroup
+	for c := range clients {
+		s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+		wg.Go(func() {
+			for i := range n {
+				s.write(binPublish("log", i == n-1, 1, []byte(fmt.Sprintf("c%d-%05d", c, i))))
+			}
+			if _, ok := s.recv().(*wire.PublishOK); !ok {
+				t.Error("the last publish was refused")
+			}
+		})
+	}
+	wg.Wait()
+	next := make([]int, clients)
+	for _, p := range sub.payloads(clients * n) {
+		var c, i int
+		if _, err := fmt.Sscanf(string(p), "c%d-%05d", &c, &i); err != nil || i != next[c] {
+			t.Fatalf("payload %q: client %d expected %d (%v)", p, c, next[c], err)
+		}
+		next[c]++
+	}
+}
