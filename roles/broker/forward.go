@@ -301,6 +301,11 @@ func (s *Server) forwardCall(ctx context.Context, rt Route, req peer.Request, ch
 				WithDetail(wire.DetailReason, fwdFailUnanswered).WithDetail("node_id", rt.NodeID)
 		}
 		return peer.Reply{}, unanswered(rt, err)
+	case errors.Is(err, peer.ErrBusy):
+		// As many forwards to the owner as a link may carry are in flight.
+		s.fwd.failed(fwdFailNotSent)
+		return peer.Reply{}, wire.NewError(wire.CodeOverloaded, "too many requests in flight to %s, the shard's owner: %v", rt.NodeID, err).
+			WithDetail(wire.DetailReason, "forward_busy").WithDetail("node_id", rt.NodeID)
 	}
 	s.fwd.failed(fwdFailNotSent)
 	return peer.Reply{}, wire.NewError(wire.CodeShardUnavailable, "cannot reach %s, the shard's owner: %v", rt.NodeID, err).
