@@ -63,6 +63,7 @@ type Server struct {
 	registry Registry          // nil: the broker does not register
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
+	fwd      *forwarder        // forwarding to shard owners (forward.go)
 	own      ownership         // the shards this broker owns (ownership.go)
 	view     viewState         // fetching the cluster view (cluster_view.go)
 	onFatal  func(error)       // see Deps.OnFatal
@@ -151,6 +152,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
 	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
+	s.fwd = newForwarder(m.set)
 	s.initView()
 	m.watchLease(s.leaseHeld)
 	if s.registry == nil {
