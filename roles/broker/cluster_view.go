@@ -24,7 +24,10 @@ import (
 //     fatal: the broker routes by the last view it holds meanwhile.
 //  3. A request whose shard is not_assigned (the placement may have just
 //     placed it), or owner_down, or not_ready before any view, refreshes
-//     once before it is answered (Server.route).
+//     once before it is answered (Server.route). So does a stream the
+//     catalog brings that the view has no assignment for (streamApplied):
+//     a create is answered once placed, so a publish right after it finds
+//     its shard open.
 //
 // Every fetch after Start goes through one catalogLookup, so fetches
 // never overlap and views are applied in the order they were fetched;
