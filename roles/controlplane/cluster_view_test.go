@@ -156,3 +156,40 @@ func TestCreateWaitsForPlacement(t *testing.T) {
 	check("stream", "bs", 2)
 	check("cache", "bc", 1)
 }
+
+// Every member answers the same view, a follower included (after a
+// barrier, so it holds the leader's last writes), and every member's
+// registry answers carry the expiry timeout.
+func TestClusterViewOnEveryMember(t *testing.T) {
+	g := openTestGroup(t, 3)
+	leader := g.leader(t)
+	follower := leader%3 + 1
+	svcs := map[uint64]*Service{}
+	for _, id := range []uint64{leader, follower} {
+		svc, err := New(Config{Logger: quietLogger()}, g.stores[id])
+		must(t, err)
+		svc.StartExpiry(ExpiryConfig{Timeout: 2500 * time.Millisecond, Sweep: time.Hour})
+		t.Cleanup(svc.expiry.stop) // the group closes the stores
+		svcs[id] = svc
+	}
+	br, err := svcs[follower].RegisterBroker(bg, testRegistration("b1", "sid-b1"))
+	must(t, err)
+	if br.ExpiryTimeoutMs != 2500 {
+		t.Fatalf("registration answered by a follower: %+v", br)
+	}
+	placeCatalog(t, g.stores[leader], 2)
+	p := &placer{store: g.stores[leader], log: quietLogger(), cfg: PlacementConfig{Interval: time.Second}}
+	must(t, p.pass(bg))
+	fv, changed, err := svcs[follower].ClusterView(bg, "")
+	if err != nil || !changed || len(fv.Assignments) != 3 || len(fv.Brokers) != 1 || fv.PlacementRevision != 1 {
+		t.Fatalf("follower's view: %+v %v %v", fv, changed, err)
+	}
+	lv, _, err := svcs[leader].ClusterView(bg, "")
+	must(t, err)
+	if lv.Tag != fv.Tag || lv.ClusterID != fv.ClusterID {
+		t.Fatalf("tags differ: leader %s %s, follower %s %s", lv.Tag, lv.ClusterID, fv.Tag, fv.ClusterID)
+	}
+	if _, changed, err := svcs[follower].ClusterView(bg, lv.Tag); err != nil || changed {
+		t.Fatalf("follower with the leader's tag: %v %v", changed, err)
+	}
+}
