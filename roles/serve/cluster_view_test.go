@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/felixmq/felix/roles/broker"
+	"github.com/felixmq/felix/roles/broker/catalogsync"
 )
 
 // felix serve is a one-broker cluster: its broker has the first view of
@@ -46,5 +49,12 @@ func TestServeBrokerRoutesByTheClusterView(t *testing.T) {
 	}}
 	if err := app.Run(args); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// felix broker finds the cluster view on its HTTP catalog source.
+func TestHTTPSourceIsAClusterViewSource(t *testing.T) {
+	if _, ok := catalogsync.NewHTTPSource("http://127.0.0.1:1", nil, nil).(broker.ClusterViewSource); !ok {
+		t.Fatal("the HTTP catalog source does not implement broker.ClusterViewSource: felix broker would run standalone")
 	}
 }
