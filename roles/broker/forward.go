@@ -369,7 +369,7 @@ func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
 		return 0, Route{Unavailable: wire.UnavailableNotAssigned}
 	}
 	shard := wire.ShardForKey([]byte(key), n)
-	return shard, s.routes.Route(wire.ShardKindCache, tenant, ns, cache, shard)
+	return shard, s.route(s.workCtx, wire.ShardKindCache, tenant, ns, cache, shard)
 }
 
 // --- the owner ---
@@ -431,7 +431,7 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	}
 	// Never forwarded again: a shard this broker does not serve now is
 	// refused, naming its owner when there is one.
-	if rt := s.routes.Route(wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard); !rt.Local {
+	if rt := s.route(ctx, wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard); !rt.Local {
 		return peer.ErrorReply(rt.Err(wire.ShardKindStream, h.Stream, h.Shard))
 	}
 	st, re := s.resolveStream(h.TenantID, h.Namespace, h.Stream)
