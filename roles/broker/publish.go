@@ -93,7 +93,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		}
 		idx = *r.shard
 	}
-	if rt := cs.srv.routes.Route(wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
+	if rt := cs.srv.route(cs.ctx, wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
 		cs.forwardPublish(r, st, idx, rt) // forward.go
 		return
 	}
