@@ -125,13 +125,29 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.CacheKeysPage:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.TopologyView:
+		if m.RequestID == nil {
+			return errors.New("felix: topology_view names no request")
+		}
+		w.resolve(st, *m.RequestID, cacheResult{msg: m})
+	case *wire.StreamShardsView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.CacheShardsView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.ShardOwnersView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.NotLeader:
+		if m.RequestID == nil {
+			return notLeaderError(m)
+		}
+		w.resolve(st, *m.RequestID, cacheResult{err: notLeaderError(m)})
 	case *wire.SubscribeCursorError:
 		if m.RequestID == nil {
 			return cursorError(m)
 		}
 		w.resolve(st, *m.RequestID, cacheResult{err: cursorError(m)})
 	case *wire.ErrorMsg:
-		be := fromWire(m.Err())
+		be := brokerErrorFromWire(m.Err())
 		if m.RequestID == nil {
 			return be
 		}

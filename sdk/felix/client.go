@@ -20,7 +20,9 @@ const (
 		wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher | wire.FlagBinaryPublishAckOffset
 	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete |
 		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
-		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained
+		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained |
+		wire.FeatureTopology | wire.FeatureRedirect | wire.FeatureStreamShards | wire.FeatureCacheShards |
+		wire.FeatureShardOwners | wire.FeatureShardMoved
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish

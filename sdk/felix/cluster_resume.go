@@ -49,6 +49,9 @@ type resumable[T any, S resumableStream[T]] struct {
 	admit func(it T) (deliver, progress bool)
 	// resumed records that the stream now runs from from.
 	resumed func(from uint64)
+	// via runs open on the broker the stream belongs on; nil means the
+	// entry broker.
+	via func(ctx context.Context, open func(*Client) (S, error)) (S, error)
 
 	failures int // resume attempts since the stream last made progress
 	resumes  atomic.Int64
@@ -158,6 +161,9 @@ func (r *resumable[T, S]) backoff(ctx context.Context) error {
 // openAt opens the stream on a live connection, dropping a connection that
 // turns out to be dead.
 func (r *resumable[T, S]) openAt(ctx context.Context, from uint64) (S, error) {
+	if r.via != nil {
+		return r.via(ctx, func(c *Client) (S, error) { return r.open(ctx, c, from) })
+	}
 	c, err := r.cc.client(ctx)
 	if err != nil {
 		var zero S
