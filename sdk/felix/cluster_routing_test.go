@@ -1,0 +1,415 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+func TestClientClusterCallsNeedTheirFeature(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	c := connect(t, fb)
+	ctx := context.Background()
+	if _, err := c.Topology(ctx); asBroker(t, err).Code != wire.CodeUnsupported || !wasNotSent(err) {
+		t.Fatalf("topology on a broker without it: %v", err)
+	}
+	if _, err := c.StreamShards(ctx, "ns", "s"); asBroker(t, err).Code != wire.CodeUnsupported {
+		t.Fatalf("stream_shards: %v", err)
+	}
+	if _, err := c.CacheShards(ctx, "ns", "c"); asBroker(t, err).Code != wire.CodeUnsupported {
+		t.Fatalf("cache_shards: %v", err)
+	}
+	if _, err := c.ShardOwners(ctx, "ns", "s", KindStream); asBroker(t, err).Code != wire.CodeUnsupported {
+		t.Fatalf("shard_owners: %v", err)
+	}
+	// The client offered every cluster bit it handles.
+	fb.mu.Lock()
+	offered := fb.authMsgs[0].Features
+	fb.mu.Unlock()
+	if offered&clusterFeatures != clusterFeatures {
+		t.Fatalf("auth offered %#x, want the cluster bits %#x", offered, clusterFeatures)
+	}
+}
+
+func TestClientClusterCallsAnswered(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 0, 1, -1)
+	cl.place(KindCache, "ns", "c", 2, 2)
+	c := connect(t, cl.node(0))
+	ctx := context.Background()
+	brokers, err := c.Topology(ctx)
+	if err != nil || len(brokers) != 3 || brokers[1].NodeID != "b1" || brokers[1].Addr != cl.node(1).Addr() {
+		t.Fatalf("topology: %+v %v", brokers, err)
+	}
+	if n, err := c.StreamShards(ctx, "ns", "s"); n != 3 || err != nil {
+		t.Fatalf("stream_shards: %d %v", n, err)
+	}
+	if n, err := c.CacheShards(ctx, "ns", "c"); n != 2 || err != nil {
+		t.Fatalf("cache_shards: %d %v", n, err)
+	}
+	owners, err := c.ShardOwners(ctx, "ns", "s", KindStream)
+	if err != nil || len(owners) != 3 || owners[1].NodeID != "b1" || owners[2].Unavailable != wire.OwnerNotAssigned {
+		t.Fatalf("shard_owners: %+v %v", owners, err)
+	}
+	if !c.SupportsCluster() {
+		t.Fatal("SupportsCluster false on a cluster broker")
+	}
+}
+
+func TestClientSubscribeNotLeaderIsTyped(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 1)
+	c := connect(t, cl.node(0))
+	_, err := c.Subscribe(context.Background(), "ns", "s")
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.NodeID != "b1" || nl.Addr != cl.node(1).Addr() {
+		t.Fatalf("subscribe on a non-owner: %v", err)
+	}
+	if be := asBroker(t, err); be.Code != wire.CodeNotLeader || be.Retry != wire.RetryRedirect {
+		t.Fatalf("as a broker error: %+v", be)
+	}
+}
+
+// connectClusterTest connects to the seeds with short resume backoff.
+func connectClusterTest(t *testing.T, cl *fakeCluster, seeds ...int) *ClusterClient {
+	t.Helper()
+	return connectClusterFast(t, cl.node(0).config(), cl.seeds(seeds...)...)
+}
+
+func TestClusterClientLearnsBrokersFromOneSeed(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cc := connectClusterTest(t, cl, 0)
+	if got := cc.Brokers(); len(got) != 3 || got["b2"] != cl.node(2).Addr() {
+		t.Fatalf("brokers %v", got)
+	}
+	// The only seed dies: the client carries on at a broker it learned.
+	cl.node(0).Kill()
+	ctx := context.Background()
+	if err := cc.Publish(ctx, "ns", "s", []byte("x"), AckPerMessage); err != nil {
+		t.Fatalf("publish after the seed died: %v", err)
+	}
+	if a := cc.Addr(); a != cl.node(1).Addr() && a != cl.node(2).Addr() {
+		t.Fatalf("entry %s, want a learned broker", a)
+	}
+}
+
+func TestClusterClientRoutesKeyedPublishesToOwners(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 0, 1, 2)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	want := map[int]int{}
+	for i := range 30 {
+		key := fmt.Appendf(nil, "k%d", i)
+		want[int(wire.ShardForKey(key, 3))]++
+		if err := cc.PublishKeyed(ctx, "ns", "s", key, []byte("v"), AckPerMessage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if got := len(cl.node(i).records("ns", "s")); got != want[i] {
+			t.Fatalf("b%d got %d records, want %d", i, got, want[i])
+		}
+	}
+	if _, counts, owners := cl.counts(); counts != 1 || owners != 1 {
+		t.Fatalf("asked shard counts %d and owners %d times, want once", counts, owners)
+	}
+}
+
+// Mixed roles on every broker (entry, publish owner, subscription owner,
+// cache owner) use one connection each.
+func TestOneConnectionPerBrokerUnderLightMixedRoleUse(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 0, 1, 2)
+	cl.place(KindCache, "ns", "c", 2, 1, 0)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 12 {
+		wg.Go(func() {
+			key := fmt.Sprintf("k%d", i)
+			if err := cc.PublishKeyed(ctx, "ns", "s", []byte(key), []byte("v"), AckPerMessage); err != nil {
+				errs <- err
+			}
+			if err := cc.CachePut(ctx, "ns", "c", key, []byte("v"), 0); err != nil {
+				errs <- err
+			}
+			if _, _, err := cc.CacheGet(ctx, "ns", "c", key); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for shard := range uint32(3) {
+		sub, err := cc.SubscribeFrom(ctx, "ns", "s", SubscribeOptions{Shard: shard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		cl.node(int(shard)).nextSubscription()
+	}
+	per := cc.ConnectionsPerNode()
+	for i := range 3 {
+		if c := cl.node(i).connCount(); c != 1 {
+			t.Fatalf("b%d holds %d connections, want 1", i, c)
+		}
+		if per[fmt.Sprintf("b%d", i)] != 1 {
+			t.Fatalf("ConnectionsPerNode %v", per)
+		}
+	}
+}
+
+func TestConcurrentFirstUsesShareOneDialAndOneAsk(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 1)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if err := cc.Publish(ctx, "ns", "s", []byte("v"), AckPerMessage); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if c := cl.node(1).connCount(); c != 1 {
+		t.Fatalf("owner holds %d connections, want 1", c)
+	}
+	if _, _, owners := cl.counts(); owners != 1 {
+		t.Fatalf("owners asked %d times, want 1", owners)
+	}
+	if got := len(cl.node(1).records("ns", "s")); got != 20 {
+		t.Fatalf("owner got %d records", got)
+	}
+}
+
+func TestClusterPublishRefusedByAStaleOwnerGoesToTheNewOne(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "strict", 1)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	if err := cc.Publish(ctx, "ns", "strict", []byte("a"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	cl.place(KindStream, "ns", "strict", 2) // moved; the client still thinks b1
+	if err := cc.Publish(ctx, "ns", "strict", []byte("b"), AckPerMessage); err != nil {
+		t.Fatalf("publish after the shard moved: %v", err)
+	}
+	if got := cl.node(2).records("ns", "strict"); len(got) != 1 || string(got[0].payload) != "b" {
+		t.Fatalf("new owner got %+v", got)
+	}
+}
+
+func TestClusterSubscribeFollowsNotLeader(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 1)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	// Learn b1 as the owner, then move the shard behind the client's back.
+	if err := cc.Publish(ctx, "ns", "s", []byte("a"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	cl.place(KindStream, "ns", "s", 2)
+	sub, err := cc.Subscribe(ctx, "ns", "s")
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer sub.Close()
+	fs := cl.node(2).nextSubscription()
+	fs.send(t, 0, []byte("m0"))
+	if ev := next(t, sub); string(ev.Payload) != "m0" {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestClusterSubscriptionResumesOnTheNewOwnerAfterShardMoved(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{subscribed: durableAnswer(0, 100)})
+	cl.place(KindStream, "ns", "s", 0, 1)
+	cc := connectClusterTest(t, cl, 0)
+	sub := clusterSubscribe(t, cc, &SubscribeOptions{Start: AtOffset(0), Shard: 1})
+	fs := cl.node(1).nextSubscription()
+	sendRange(t, fs, 0, 3)
+	expectOffsets(t, sub, 0, 1, 2)
+	cl.place(KindStream, "ns", "s", 0, 2)
+	resume := uint64(2) // below what was delivered: max(3, 2) = 3
+	fs.moved(t, cl, 2, &resume)
+	got := make(chan Event, 1)
+	go func() { // Next resumes
+		ev, _ := sub.Next(context.Background())
+		got <- ev
+	}()
+	fs2 := cl.node(2).nextSubscription()
+	if got := startOf(t, fs2); got != 3 {
+		t.Fatalf("resubscribed at %d, want 3", got)
+	}
+	sendRange(t, fs2, 3, 5)
+	if ev := <-got; ev.Offset != 3 || ev.Shard != 1 {
+		t.Fatalf("first event after the move: %+v", ev)
+	}
+	expectOffsets(t, sub, 4)
+	if sub.Resumes() != 1 {
+		t.Fatalf("resumes %d", sub.Resumes())
+	}
+
+	// A resume_from past what was delivered wins.
+	later := uint64(9)
+	cl.place(KindStream, "ns", "s", 0, 1)
+	fs2.moved(t, cl, 1, &later)
+	go func() {
+		ev, _ := sub.Next(context.Background())
+		got <- ev
+	}()
+	fs3 := cl.node(1).nextSubscription()
+	if got := startOf(t, fs3); got != 9 {
+		t.Fatalf("resubscribed at %d, want 9", got)
+	}
+	sendRange(t, fs3, 9, 10)
+	<-got
+}
+
+func TestInMemorySubscriptionEndsWhenItsShardMoves(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 0)
+	cc := connectClusterTest(t, cl, 0)
+	sub := clusterSubscribe(t, cc, nil)
+	fs := cl.node(0).nextSubscription()
+	fs.moved(t, cl, 1, nil)
+	err := nextErr(t, sub)
+	var moved *ShardMovedError
+	if !errors.Is(err, ErrSubscriptionLost) || !errors.As(err, &moved) || moved.NodeID != "b1" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A connection that dies fails only the streams on it; the next call for
+// that broker dials it again.
+func TestADeadConnectionIsReplacedAndOnlyItsStreamsFail(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 1, 2)
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	sub1, err := cc.SubscribeFrom(ctx, "ns", "s", SubscribeOptions{Shard: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub1.Close()
+	sub2, err := cc.SubscribeFrom(ctx, "ns", "s", SubscribeOptions{Shard: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub2.Close()
+	cl.node(1).nextSubscription()
+	fs2 := cl.node(2).nextSubscription()
+
+	cl.node(1).dropConns()
+	if err := nextErr(t, sub1); !errors.Is(err, ErrSubscriptionLost) {
+		t.Fatalf("subscription on the dead connection: %v", err)
+	}
+	fs2.send(t, 0, []byte("still"))
+	if ev := next(t, sub2); string(ev.Payload) != "still" {
+		t.Fatalf("other subscription got %+v", ev)
+	}
+	// The next publish to b1's shard dials b1 again.
+	if err := cc.Publish(ctx, "ns", "s", []byte("x"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	cl.node(1).waitRecords("ns", "s", 1)
+	if per := cc.ConnectionsPerNode(); per["b1"] != 1 || per["b2"] != 1 {
+		t.Fatalf("ConnectionsPerNode %v", per)
+	}
+}
+
+func TestAReconnectForAClientAlreadyReplacedDoesNothing(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	c1, err := cc.connTo(ctx, cl.node(1).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.invalidate(c1)
+	c2, err := cc.connTo(ctx, cl.node(1).Addr())
+	if err != nil || c2 == c1 {
+		t.Fatalf("replacement %p (old %p) %v", c2, c1, err)
+	}
+	before := reconnects.Get()
+	cc.invalidate(c1) // a late report about the old connection
+	if c2.dead() || reconnects.Get() != before {
+		t.Fatal("a report about a replaced connection dropped its successor")
+	}
+	if c3, _ := cc.connTo(ctx, cl.node(1).Addr()); c3 != c2 {
+		t.Fatal("the successor was replaced")
+	}
+}
+
+func TestConcurrentResolutionsShareOneLookup(t *testing.T) {
+	r := newResolver()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	calls := 0
+	r.lookup = func(ctx context.Context, host string) ([]string, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []string{"10.0.0.7"}, nil
+	}
+	defer r.wait()
+	// A caller that gives up does not cancel the lookup for the others.
+	cancelled, cancel := context.WithCancel(context.Background())
+	done := make(chan []resolved)
+	go func() { done <- r.resolveAgain(cancelled, []string{"broker.test:7000"}) }()
+	var wg sync.WaitGroup
+	results := make([][]resolved, 8)
+	for i := range results {
+		wg.Go(func() { results[i] = r.resolveAgain(context.Background(), []string{"broker.test:7000", "127.0.0.1:1"}) })
+	}
+	cancel()
+	if got := <-done; got != nil {
+		t.Fatalf("cancelled caller got %v", got)
+	}
+	close(release)
+	wg.Wait()
+	for _, res := range results {
+		if len(res) != 1 || res[0].addr != "10.0.0.7:7000" || res[0].host != "broker.test" {
+			t.Fatalf("resolved %+v", res)
+		}
+	}
+	// Within resolveEvery the answer is reused.
+	r.resolveAgain(context.Background(), []string{"broker.test:7000"})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d lookups, want 1", calls)
+	}
+}
+
+func TestClusterClientOnAPlainBrokerRoutesEverythingThroughIt(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	cc := connectClusterFast(t, fb.config(), fb.Addr())
+	ctx := context.Background()
+	if err := cc.PublishKeyed(ctx, "ns", "s", []byte("k"), []byte("v"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.CachePut(ctx, "ns", "c", "k", []byte("v"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if fb.connCount() != 1 || len(cc.Brokers()) != 0 {
+		t.Fatalf("connections %d, brokers %v", fb.connCount(), cc.Brokers())
+	}
+}
