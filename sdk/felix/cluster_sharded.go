@@ -1,0 +1,228 @@
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// shardedQueue is how many events (and notices) the merge holds ahead of
+// Next; a shard that gets further ahead stops reading, and flow control
+// pushes back on its broker.
+const shardedQueue = 256
+
+// ShardedOptions choose where SubscribeSharded starts each shard.
+type ShardedOptions struct {
+	// Start is where a shard without a position starts (Latest by
+	// default).
+	Start StartPosition
+	// Positions resumes shards at these offsets: pass what Positions
+	// returned to carry on after the last events Next returned.
+	Positions map[uint32]uint64
+}
+
+// ShardNotice is what ShardedSubscription.Next returns, as its error,
+// when something happened to one shard: it resumed (its subscription was
+// lost, lagged or its shard moved, and it carries on at From, possibly on
+// another broker) or it ended for good (Err says why: the other shards
+// carry on without it). It never ends the ShardedSubscription: call Next
+// again.
+type ShardNotice struct {
+	Shard uint32
+	// Ended is true when the shard's subscription ended for good.
+	Ended bool
+	// From is where a resumed shard carries on (when the stream is
+	// durable).
+	From uint64
+	Err  error
+}
+
+// Error implements error.
+func (n *ShardNotice) Error() string {
+	if n.Ended {
+		return fmt.Sprintf("felix: shard %d ended: %v", n.Shard, n.Err)
+	}
+	return fmt.Sprintf("felix: shard %d resumed at offset %d", n.Shard, n.From)
+}
+
+// Unwrap returns why the shard ended, or nil.
+func (n *ShardNotice) Unwrap() error { return n.Err }
+
+// ShardedSubscription reads every shard of a stream: one
+// ClusterSubscription per shard, each on its shard's owner and each
+// resuming on its own, merged into one Next. Events carry their Shard.
+// Order holds within a shard only. Positions gives, per shard, the offset
+// after the last event Next returned; SubscribeSharded with those
+// Positions carries on from there. A shard that resumes or ends is
+// reported by a *ShardNotice from Next, never silently; once every shard
+// has ended, Next returns ErrSubscriptionLost.
+//
+// Next is safe to call from one goroutine at a time; Positions and Close
+// from any.
+type ShardedSubscription struct {
+	subs []*ClusterSubscription // by shard
+	out  chan shardedItem
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	positions map[uint32]uint64
+	ended     int // shards whose subscription ended for good
+	closed    bool
+}
+
+type shardedItem struct {
+	ev  Event
+	err error // a *ShardNotice
+}
+
+// SubscribeSharded subscribes to every shard of namespace/stream (the
+// count stream_shards reports; one shard on a broker that does not serve
+// it) and merges them (see ShardedSubscription). A shard that cannot be
+// subscribed fails the call, closing the others.
+func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream string, o ShardedOptions) (*ShardedSubscription, error) {
+	n, err := cc.streamShardCount(ctx, namespace, stream)
+	if err != nil {
+		return nil, err
+	}
+	ss := &ShardedSubscription{out: make(chan shardedItem, shardedQueue), positions: map[uint32]uint64{}}
+	for shard := range n {
+		start := o.Start
+		if p, ok := o.Positions[shard]; ok {
+			start = AtOffset(p)
+			ss.positions[shard] = p
+		}
+		sub, err := cc.SubscribeFrom(ctx, namespace, stream, SubscribeOptions{Start: start, Shard: shard})
+		if err != nil {
+			for _, s := range ss.subs {
+				_ = s.Close()
+			}
+			return nil, fmt.Errorf("felix: subscribe shard %d: %w", shard, err)
+		}
+		ss.subs = append(ss.subs, sub)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ss.stop = stop
+	for shard, sub := range ss.subs {
+		ss.wg.Add(1)
+		go ss.pump(runCtx, uint32(shard), sub)
+	}
+	return ss, nil
+}
+
+// streamShardCount asks the entry broker how many shards the stream has.
+func (cc *ClusterClient) streamShardCount(ctx context.Context, namespace, stream string) (n uint32, err error) {
+	err = cc.do(ctx, always, func(c *Client) (err error) {
+		n, err = c.StreamShards(ctx, namespace, stream)
+		return err
+	})
+	switch {
+	case ignoreUnsupported(err) == nil && err != nil:
+		return 1, nil // a broker not in a cluster: the stream's shards are unknown; read shard 0
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, &BrokerError{Code: wire.CodeNotFound, Retry: wire.RetryFatal,
+			Message: fmt.Sprintf("the broker knows no stream %s/%s", namespace, stream)}
+	}
+	return n, nil
+}
+
+// pump feeds one shard's events and notices to the merge until the shard
+// ends or the subscription is closed.
+func (ss *ShardedSubscription) pump(ctx context.Context, shard uint32, sub *ClusterSubscription) {
+	defer ss.wg.Done()
+	resumes := sub.Resumes()
+	for {
+		ev, err := sub.Next(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if r := sub.Resumes(); r != resumes {
+			resumes = r
+			from, _ := sub.resumeFrom()
+			if !ss.put(ctx, shardedItem{err: &ShardNotice{Shard: shard, From: from}}) {
+				return
+			}
+		}
+		if err != nil {
+			ss.put(ctx, shardedItem{err: &ShardNotice{Shard: shard, Ended: true, Err: err}})
+			return
+		}
+		if !ss.put(ctx, shardedItem{ev: ev}) {
+			return
+		}
+	}
+}
+
+func (ss *ShardedSubscription) put(ctx context.Context, it shardedItem) bool {
+	select {
+	case ss.out <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Next returns the next event of any shard, or a *ShardNotice about one
+// shard (see the type's doc). It is cancel-safe: nothing is lost when ctx
+// ends.
+func (ss *ShardedSubscription) Next(ctx context.Context) (Event, error) {
+	ss.mu.Lock()
+	closed, allEnded := ss.closed, ss.ended == len(ss.subs)
+	ss.mu.Unlock()
+	switch {
+	case closed:
+		return Event{}, ErrClosed
+	case allEnded && len(ss.out) == 0:
+		return Event{}, fmt.Errorf("%w: every shard ended", ErrSubscriptionLost)
+	}
+	select {
+	case it := <-ss.out:
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if n, ok := errors.AsType[*ShardNotice](it.err); ok && n.Ended {
+			ss.ended++
+		}
+		if it.err == nil && it.ev.HasOffset {
+			ss.positions[it.ev.Shard] = it.ev.Offset + 1
+		}
+		return it.ev, it.err
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Positions returns, per shard, the offset after the last event Next
+// returned (or the position it started from); shards that delivered no
+// offset yet are absent.
+func (ss *ShardedSubscription) Positions() map[uint32]uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return maps.Clone(ss.positions)
+}
+
+// Shards returns how many shards the subscription reads.
+func (ss *ShardedSubscription) Shards() int { return len(ss.subs) }
+
+// Close ends every shard's subscription and waits for the merge to stop;
+// Next returns ErrClosed afterwards.
+func (ss *ShardedSubscription) Close() error {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return nil
+	}
+	ss.closed = true
+	ss.mu.Unlock()
+	ss.stop()
+	for _, s := range ss.subs {
+		_ = s.Close()
+	}
+	ss.wg.Wait()
+	return nil
+}
