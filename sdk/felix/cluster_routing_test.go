@@ -413,3 +413,94 @@ func TestClusterClientOnAPlainBrokerRoutesEverythingThroughIt(t *testing.T) {
 		t.Fatalf("connections %d, brokers %v", fb.connCount(), cc.Brokers())
 	}
 }
+
+// waitWatch returns the next watch fb accepted.
+func watchOn(t *testing.T, fb *fakeBroker) *fakeWatch { t.Helper(); return fb.nextWatch() }
+
+func TestClusterKeyWatchGoesToTheKeysOwner(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{watches: make(chan *fakeWatch, 1), features: wire.FeatureCacheWatch})
+	cl.place(KindCache, "ns", "c", 0, 1, 2)
+	cc := connectClusterTest(t, cl, 0)
+	key := "user-7"
+	owner := int(wire.ShardForKey([]byte(key), 3))
+	w, err := cc.WatchCache(context.Background(), "ns", "c", WatchKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fw := watchOn(t, cl.node(owner))
+	fw.send(t, put(100, key, "v"))
+	if it, err := w.Next(context.Background()); err != nil || it.Key != key {
+		t.Fatalf("%+v %v", it, err)
+	}
+	// The shard moves: the watch carries on at the new owner, after what
+	// it delivered.
+	other := (owner + 1) % 3
+	owners := []int{0, 1, 2}
+	owners[owner] = other
+	cl.place(KindCache, "ns", "c", owners...)
+	m := &wire.ShardMoved{SubscriptionID: fw.id, Shard: uint32(owner)}
+	nl := cl.notLeader(other)
+	m.NodeID, m.Addr, m.Generation = nl.NodeID, nl.Addr, nl.Generation
+	fw.send(t, m)
+	got := make(chan error, 1)
+	go func() {
+		_, err := w.Next(context.Background())
+		got <- err
+	}()
+	fw2 := watchOn(t, cl.node(other))
+	if fw2.msg.FromOffset == nil || *fw2.msg.FromOffset != 101 {
+		t.Fatalf("watched again from %v, want 101", fw2.msg.FromOffset)
+	}
+	fw2.send(t, put(101, key, "w"))
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClusterPrefixWatchOfAMultiShardCacheWatchesEachShard(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{watches: make(chan *fakeWatch, 1), features: wire.FeatureCacheWatch})
+	cl.place(KindCache, "ns", "c", 0, 1, 2)
+	cc := connectClusterTest(t, cl, 0)
+	w, err := cc.WatchCache(context.Background(), "ns", "c", WatchPrefix("user-"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Shards() != 3 {
+		t.Fatalf("%d shards", w.Shards())
+	}
+	fws := make([]*fakeWatch, 3)
+	for i := range 3 {
+		fws[i] = watchOn(t, cl.node(i))
+		if fws[i].msg.Shard == nil || *fws[i].msg.Shard != uint32(i) {
+			t.Fatalf("b%d watch names shard %v", i, fws[i].msg.Shard)
+		}
+		fws[i].send(t, put(100+uint64(i), fmt.Sprintf("user-%d", i), "v"))
+	}
+	seen := map[uint32]string{}
+	for range 3 {
+		it, err := w.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[it.Shard] = it.Key
+	}
+	if len(seen) != 3 || seen[2] != "user-2" {
+		t.Fatalf("items by shard %v", seen)
+	}
+	if r := w.ResumeOffsets(); r[0] != 101 || r[1] != 102 || r[2] != 103 {
+		t.Fatalf("resume offsets %v", r)
+	}
+	// A shard refused for good is reported; the others carry on.
+	fws[1].send(t, wire.NewError(wire.CodeForbidden, "no").ErrorMessage(true))
+	_, err = w.Next(context.Background())
+	var n *ShardNotice
+	if !errors.As(err, &n) || !n.Ended || n.Shard != 1 {
+		t.Fatalf("want an ended notice for shard 1, got %v", err)
+	}
+	fws[2].send(t, put(103, "user-9", "v"))
+	if it, err := w.Next(context.Background()); err != nil || it.Shard != 2 {
+		t.Fatalf("%+v %v", it, err)
+	}
+}

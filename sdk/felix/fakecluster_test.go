@@ -42,6 +42,9 @@ func newFakeCluster(t testing.TB, n int, opts fakeOpts) *fakeCluster {
 		opts.flags = binaryFlags
 	}
 	for i := range n {
+		if opts.watches != nil {
+			opts.watches = make(chan *fakeWatch, 64) // one per broker, to tell where a watch went
+		}
 		fb := newFakeBroker(t, opts)
 		cl.mu.Lock()
 		cl.nodes = append(cl.nodes, fb)
@@ -209,6 +212,20 @@ func (fb *fakeBroker) clusterHandle(s *quic.Stream, msg wire.Message) (handled, 
 			_ = writeMsg(s, nl)
 			_ = s.Close()
 			return true, false
+		}
+	case *wire.CacheWatch:
+		var shard uint32
+		switch n := cl.shardCount(KindCache, m.Namespace, m.Cache); {
+		case !m.Prefix && n > 0:
+			shard = wire.ShardForKey([]byte(m.Key), n)
+		case m.Shard != nil:
+			shard = *m.Shard
+		}
+		if nl := cl.redirect(fb, KindCache, m.Namespace, m.Cache, shard); nl != nil {
+			id := m.RequestID
+			nl.RequestID = &id
+			_ = writeMsg(s, nl)
+			return true, true
 		}
 	case *wire.Publish:
 		if len(m.Stream) >= 6 && m.Stream[:6] == "strict" && m.Ack != wire.AckNone {
