@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -502,5 +503,45 @@ func TestClusterPrefixWatchOfAMultiShardCacheWatchesEachShard(t *testing.T) {
 	fws[2].send(t, put(103, "user-9", "v"))
 	if it, err := w.Next(context.Background()); err != nil || it.Shard != 2 {
 		t.Fatalf("%+v %v", it, err)
+	}
+}
+
+// Every broker moved to an address the client never held: the name in its
+// seeds is resolved again and the new address dialed.
+func TestANameIsResolvedAgainWhenEveryBrokerHasMoved(t *testing.T) {
+	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags})
+	_, port, _ := net.SplitHostPort(fb.Addr())
+	var mu sync.Mutex
+	lookups := 0
+	old := lookupHost
+	lookupHost = func(_ context.Context, host string) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		if host != "broker.invalid" {
+			return nil, errors.New("no such host")
+		}
+		return []string{"127.0.0.1"}, nil
+	}
+	t.Cleanup(func() { lookupHost = old })
+	cfg := fb.config() // ServerName localhost: the fake's certificate
+	cfg.DialTimeout = 2 * time.Second
+	// The system cannot resolve the seed's name; only the client's own
+	// lookup (the stub) finds the broker.
+	cc, err := ConnectCluster(context.Background(), []string{net.JoinHostPort("broker.invalid", port)}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if a := cc.Addr(); a != "127.0.0.1:"+port {
+		t.Fatalf("entry %s", a)
+	}
+	if err := cc.Publish(context.Background(), "ns", "s", []byte("x"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if lookups != 1 {
+		t.Fatalf("%d lookups", lookups)
 	}
 }

@@ -3,6 +3,7 @@ package felix
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -125,5 +126,38 @@ func TestSubscribeShardedOnAPlainBrokerReadsShardZero(t *testing.T) {
 	fb.nextSubscription().send(t, 0, []byte("x"))
 	if ev, err := nextSharded(t, ss); err != nil || string(ev.Payload) != "x" {
 		t.Fatalf("%+v %v", ev, err)
+	}
+}
+
+func TestClusterClientCloseLeavesNoGoroutines(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{subscribed: durableAnswer(0, 100)})
+	cl.place(KindStream, "ns", "s", 0, 1, 2)
+	before := runtime.NumGoroutine()
+	cc, err := ConnectCluster(context.Background(), cl.seeds(0), cl.node(0).config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 6 {
+		if err := cc.PublishKeyed(ctx, "ns", "s", []byte{byte(i)}, []byte("v"), AckPerMessage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss, err := cc.SubscribeSharded(ctx, "ns", "s", ShardedOptions{Start: Earliest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		cl.node(i).nextSubscription()
+	}
+	ss.Close()
+	cc.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

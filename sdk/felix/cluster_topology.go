@@ -96,8 +96,11 @@ type lookupCall struct {
 	at    time.Time // when it ended
 }
 
+// lookupHost is the system lookup; tests replace it.
+var lookupHost = net.DefaultResolver.LookupHost
+
 func newResolver() *resolver {
-	return &resolver{lookup: net.DefaultResolver.LookupHost, hosts: map[string]*lookupCall{}}
+	return &resolver{lookup: lookupHost, hosts: map[string]*lookupCall{}}
 }
 
 // resolved is one address a host name resolved to.
