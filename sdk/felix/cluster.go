@@ -47,6 +47,12 @@ import (
 // itself after a lag, a lost connection or a moved shard; on a stream
 // without offsets it ends with ErrSubscriptionLost.
 //
+// Ordering holds per shard while a shard's publishes take one path: when
+// the path changes (the owner is learned or moves, a connection is
+// replaced) a fire-and-forget publish still in flight on the old path can
+// land after one sent on the new. Wait for acknowledgements where that
+// matters.
+//
 // A ClusterClient made by WithIdentity borrows the gateway's connections
 // and does not route by owner: its calls go through the gateway's entry
 // broker, which forwards them.
@@ -272,6 +278,22 @@ func (cc *ClusterClient) setEntry(c *Client, addr string) {
 		cc.curIdx = i
 	}
 	cc.features.Store(c.ServerFeatures())
+}
+
+// spawn runs f on a goroutine Close waits for; false, running nothing,
+// once the client is closed.
+func (cc *ClusterClient) spawn(f func()) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return false
+	}
+	cc.wg.Add(1)
+	go func() {
+		defer cc.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // connTo returns the live connection to addr, dialing it when there is

@@ -78,11 +78,16 @@ func (oc *ownerCache) lookup(ctx context.Context, k ownerKey) owners {
 		e = &ownerEntry{ready: make(chan struct{})}
 		oc.m[k] = e
 	}
-	if !e.asking && (e.at.IsZero() && !isClosed(e.ready) || e.stale || time.Since(e.at) > ownerTTL) {
-		oc.startAskLocked(k, e)
+	start := !e.asking && (e.at.IsZero() && !isClosed(e.ready) || e.stale || time.Since(e.at) > ownerTTL)
+	if start {
+		e.asking, e.stale = true, false
+		oc.asks++
 	}
 	ready, cur := e.ready, e.cur
 	oc.mu.Unlock()
+	if start {
+		oc.startAsk(k, e)
+	}
 	if isClosed(ready) {
 		return cur
 	}
@@ -109,35 +114,32 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// startAskLocked asks about k on a goroutine the client owns.
-func (oc *ownerCache) startAskLocked(k ownerKey, e *ownerEntry) {
-	cc := oc.cc
-	cc.mu.Lock()
-	closed := cc.closed
-	if !closed {
-		cc.wg.Add(1)
-	}
-	cc.mu.Unlock()
-	if closed {
-		return
-	}
-	e.asking, e.stale = true, false
-	oc.asks++
-	go func() {
-		defer cc.wg.Done()
+// startAsk asks about k on a goroutine the client owns; e.asking is
+// set. Once the client is closed nothing is asked, and e's waiters are
+// let go.
+func (oc *ownerCache) startAsk(k ownerKey, e *ownerEntry) {
+	ask := func() {
 		got, err := oc.ask(k)
-		oc.mu.Lock()
-		e.asking = false
-		if err == nil {
-			e.cur, e.at = got, time.Now()
-		} else if e.at.IsZero() {
-			e.at = time.Now() // nothing learned: route through the entry broker until the TTL
-		}
-		if !isClosed(e.ready) {
-			close(e.ready)
-		}
-		oc.mu.Unlock()
-	}()
+		oc.finish(e, got, err)
+	}
+	if !oc.cc.spawn(ask) {
+		oc.finish(e, owners{}, ErrClosed)
+	}
+}
+
+// finish records the end of an ask of e.
+func (oc *ownerCache) finish(e *ownerEntry, got owners, err error) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	e.asking = false
+	if err == nil {
+		e.cur, e.at = got, time.Now()
+	} else if e.at.IsZero() {
+		e.at = time.Now() // nothing learned: route through the entry broker until the TTL
+	}
+	if !isClosed(e.ready) {
+		close(e.ready)
+	}
 }
 
 // ask asks the entry broker for k's shard count and owners. A broker
@@ -208,11 +210,16 @@ func (oc *ownerCache) refresh(ctx context.Context, k ownerKey) owners {
 		oc.mu.Unlock()
 		return oc.lookup(ctx, k)
 	}
-	if !e.asking {
+	start := !e.asking
+	if start {
 		e.ready = make(chan struct{})
-		oc.startAskLocked(k, e)
+		e.asking, e.stale = true, false
+		oc.asks++
 	}
 	oc.mu.Unlock()
+	if start {
+		oc.startAsk(k, e)
+	}
 	return oc.lookup(ctx, k)
 }
 

@@ -2,18 +2,10 @@ package felix
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"sync"
 
 	"github.com/felixmq/felix/wire"
 )
-
-// shardedQueue is how many events (and notices) the merge holds ahead of
-// Next; a shard that gets further ahead stops reading, and flow control
-// pushes back on its broker.
-const shardedQueue = 256
 
 // ShardedOptions choose where SubscribeSharded starts each shard.
 type ShardedOptions struct {
@@ -64,20 +56,7 @@ func (n *ShardNotice) Unwrap() error { return n.Err }
 // Next is safe to call from one goroutine at a time; Positions and Close
 // from any.
 type ShardedSubscription struct {
-	subs []*ClusterSubscription // by shard
-	out  chan shardedItem
-	stop context.CancelFunc
-	wg   sync.WaitGroup
-
-	mu        sync.Mutex
-	positions map[uint32]uint64
-	ended     int // shards whose subscription ended for good
-	closed    bool
-}
-
-type shardedItem struct {
-	ev  Event
-	err error // a *ShardNotice
+	m merge[Event]
 }
 
 // SubscribeSharded subscribes to every shard of namespace/stream (the
@@ -89,28 +68,33 @@ func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream
 	if err != nil {
 		return nil, err
 	}
-	ss := &ShardedSubscription{out: make(chan shardedItem, shardedQueue), positions: map[uint32]uint64{}}
+	pos := map[uint32]uint64{}
+	subs := make([]*ClusterSubscription, 0, n)
 	for shard := range n {
 		start := o.Start
 		if p, ok := o.Positions[shard]; ok {
 			start = AtOffset(p)
-			ss.positions[shard] = p
+			pos[shard] = p
 		}
 		sub, err := cc.SubscribeFrom(ctx, namespace, stream, SubscribeOptions{Start: start, Shard: shard})
 		if err != nil {
-			for _, s := range ss.subs {
+			for _, s := range subs {
 				_ = s.Close()
 			}
 			return nil, fmt.Errorf("felix: subscribe shard %d: %w", shard, err)
 		}
-		ss.subs = append(ss.subs, sub)
+		subs = append(subs, sub)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	ss.stop = stop
-	for shard, sub := range ss.subs {
-		ss.wg.Add(1)
-		go ss.pump(runCtx, uint32(shard), sub)
+	ss := &ShardedSubscription{}
+	for _, s := range subs {
+		ss.m.children = append(ss.m.children, s)
 	}
+	ss.m.admit = func(_ uint32, ev *Event) (uint64, bool) { return ev.Offset + 1, ev.HasOffset }
+	ss.m.from = func(shard uint32) uint64 {
+		from, _ := subs[shard].resumeFrom()
+		return from
+	}
+	ss.m.start(pos)
 	return ss, nil
 }
 
@@ -132,97 +116,24 @@ func (cc *ClusterClient) streamShardCount(ctx context.Context, namespace, stream
 	return n, nil
 }
 
-// pump feeds one shard's events and notices to the merge until the shard
-// ends or the subscription is closed.
-func (ss *ShardedSubscription) pump(ctx context.Context, shard uint32, sub *ClusterSubscription) {
-	defer ss.wg.Done()
-	resumes := sub.Resumes()
-	for {
-		ev, err := sub.Next(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if r := sub.Resumes(); r != resumes {
-			resumes = r
-			from, _ := sub.resumeFrom()
-			if !ss.put(ctx, shardedItem{err: &ShardNotice{Shard: shard, From: from}}) {
-				return
-			}
-		}
-		if err != nil {
-			ss.put(ctx, shardedItem{err: &ShardNotice{Shard: shard, Ended: true, Err: err}})
-			return
-		}
-		if !ss.put(ctx, shardedItem{ev: ev}) {
-			return
-		}
-	}
-}
-
-func (ss *ShardedSubscription) put(ctx context.Context, it shardedItem) bool {
-	select {
-	case ss.out <- it:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // Next returns the next event of any shard, or a *ShardNotice about one
 // shard (see the type's doc). It is cancel-safe: nothing is lost when ctx
 // ends.
 func (ss *ShardedSubscription) Next(ctx context.Context) (Event, error) {
-	ss.mu.Lock()
-	closed, allEnded := ss.closed, ss.ended == len(ss.subs)
-	ss.mu.Unlock()
-	switch {
-	case closed:
-		return Event{}, ErrClosed
-	case allEnded && len(ss.out) == 0:
-		return Event{}, fmt.Errorf("%w: every shard ended", ErrSubscriptionLost)
-	}
-	select {
-	case it := <-ss.out:
-		ss.mu.Lock()
-		defer ss.mu.Unlock()
-		if n, ok := errors.AsType[*ShardNotice](it.err); ok && n.Ended {
-			ss.ended++
-		}
-		if it.err == nil && it.ev.HasOffset {
-			ss.positions[it.ev.Shard] = it.ev.Offset + 1
-		}
-		return it.ev, it.err
-	case <-ctx.Done():
-		return Event{}, ctx.Err()
-	}
+	return ss.m.next(ctx, func(ev Event) uint32 { return ev.Shard })
 }
 
 // Positions returns, per shard, the offset after the last event Next
 // returned (or the position it started from); shards that delivered no
 // offset yet are absent.
-func (ss *ShardedSubscription) Positions() map[uint32]uint64 {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return maps.Clone(ss.positions)
-}
+func (ss *ShardedSubscription) Positions() map[uint32]uint64 { return ss.m.positions() }
 
 // Shards returns how many shards the subscription reads.
-func (ss *ShardedSubscription) Shards() int { return len(ss.subs) }
+func (ss *ShardedSubscription) Shards() int { return len(ss.m.children) }
+
+// Resumes returns how many times the shards' subscriptions resubscribed.
+func (ss *ShardedSubscription) Resumes() int { return ss.m.resumes() }
 
 // Close ends every shard's subscription and waits for the merge to stop;
 // Next returns ErrClosed afterwards.
-func (ss *ShardedSubscription) Close() error {
-	ss.mu.Lock()
-	if ss.closed {
-		ss.mu.Unlock()
-		return nil
-	}
-	ss.closed = true
-	ss.mu.Unlock()
-	ss.stop()
-	for _, s := range ss.subs {
-		_ = s.Close()
-	}
-	ss.wg.Wait()
-	return nil
-}
+func (ss *ShardedSubscription) Close() error { return ss.m.close() }

@@ -71,8 +71,20 @@ func (cc *ClusterClient) watchSharded(ctx context.Context, k ownerKey, filter Ca
 		}
 		children = append(children, w)
 	}
-	return &ClusterCacheWatch{namespace: k.namespace, cache: k.name, filter: filter, opts: slices.Clone(opts),
-		merged: newWatchMerge(children)}, nil
+	cw := &ClusterCacheWatch{namespace: k.namespace, cache: k.name, filter: filter, opts: slices.Clone(opts),
+		merged: &merge[CacheWatchItem]{}}
+	pos := map[uint32]uint64{}
+	for shard, c := range children {
+		cw.merged.children = append(cw.merged.children, c)
+		pos[uint32(shard)] = c.ResumeOffset()
+	}
+	cw.merged.admit = func(shard uint32, it *CacheWatchItem) (uint64, bool) {
+		it.Shard = shard
+		return children[shard].ResumeOffset(), true
+	}
+	cw.merged.from = func(shard uint32) uint64 { return children[shard].ResumeOffset() }
+	cw.merged.start(pos)
+	return cw, nil
 }
 
 // ClusterCacheWatch is a cache watch opened through a ClusterClient. It
@@ -122,7 +134,7 @@ type ClusterCacheWatch struct {
 
 	// merged, on a prefix watch of a multi-shard cache, is the merge of
 	// one ClusterCacheWatch per shard; r is then unused.
-	merged *watchMerge
+	merged *merge[CacheWatchItem]
 }
 
 func newClusterCacheWatch(cc *ClusterClient, w *CacheWatch, namespace, cache string, filter CacheWatchFilter, opts []WatchOption) *ClusterCacheWatch {
@@ -195,7 +207,7 @@ func (cw *ClusterCacheWatch) via(ctx context.Context, open func(*Client) (*Cache
 // on; call Next again), and ErrSubscriptionLost once every shard ended.
 func (cw *ClusterCacheWatch) Next(ctx context.Context) (CacheWatchItem, error) {
 	if cw.merged != nil {
-		return cw.merged.next(ctx)
+		return cw.merged.next(ctx, func(it CacheWatchItem) uint32 { return it.Shard })
 	}
 	return cw.r.next(ctx)
 }
