@@ -545,3 +545,55 @@ func TestANameIsResolvedAgainWhenEveryBrokerHasMoved(t *testing.T) {
 		t.Fatalf("%d lookups", lookups)
 	}
 }
+
+func TestClusterCacheOpsGoToTheKeysOwnerAndUnplacedShardsToTheEntry(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindCache, "ns", "c", 1, 2)
+	cl.place(KindStream, "ns", "s", -1) // not assigned: the entry broker forwards
+	cc := connectClusterTest(t, cl, 0)
+	ctx := context.Background()
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i)
+		if err := cc.CachePut(ctx, "ns", "c", key, []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+		owner := cl.node(1 + int(wire.ShardForKey([]byte(key), 2)))
+		owner.mu.Lock()
+		_, ok := owner.cache["c/"+key]
+		owner.mu.Unlock()
+		if !ok {
+			t.Fatalf("%s did not reach its owner", key)
+		}
+		if v, found, err := cc.CacheGet(ctx, "ns", "c", key); err != nil || !found || string(v) != "v" {
+			t.Fatalf("get %s: %q %v %v", key, v, found, err)
+		}
+	}
+	if err := cc.Publish(ctx, "ns", "s", []byte("x"), AckPerMessage); err != nil {
+		t.Fatal(err)
+	}
+	if got := cl.node(0).records("ns", "s"); len(got) != 1 {
+		t.Fatalf("entry got %d records for an unplaced shard", len(got))
+	}
+}
+
+// An acknowledged publish whose owner's connection dies before the answer
+// may have been applied: it is reported outcome_unknown, never re-sent.
+func TestClusterPublishLostAtItsOwnerIsNotResent(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{hold: make(chan struct{})})
+	cl.place(KindStream, "ns", "hold", 1)
+	cc := connectClusterTest(t, cl, 0)
+	errC := make(chan error, 1)
+	go func() { errC <- cc.Publish(context.Background(), "ns", "hold", []byte("x"), AckPerMessage) }()
+	cl.node(1).waitRecords("ns", "hold", 1)
+	cl.node(1).dropConns()
+	err := <-errC
+	if be := asBroker(t, err); be.Retry != wire.RetryOutcomeUnknown {
+		t.Fatalf("got %v", err)
+	}
+	if got := cl.node(0).records("ns", "hold"); len(got) != 0 {
+		t.Fatalf("re-sent through the entry: %d records", len(got))
+	}
+	if got := cl.node(1).records("ns", "hold"); len(got) != 1 {
+		t.Fatalf("owner got %d records", len(got))
+	}
+}
