@@ -125,7 +125,9 @@ func ConnectCluster(ctx context.Context, seeds []string, cfg Config) (*ClusterCl
 		cc.Close()
 		return nil, err
 	}
-	cc.refreshTopology(ctx)
+	topoCtx, cancel := context.WithTimeout(ctx, ownerAskTimeout)
+	cc.refreshTopology(topoCtx)
+	cancel()
 	cc.wg.Add(1)
 	go cc.topologyLoop()
 	return cc, nil

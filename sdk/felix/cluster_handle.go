@@ -64,8 +64,9 @@ func (cc *ClusterClient) handleClient(ctx context.Context) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	addr := cc.id.gateway.Addr()
 	cc.mu.Lock()
-	cc.cur, cc.curAddr = h, cc.id.gateway.Addr()
+	cc.cur, cc.curAddr = h, addr
 	cc.mu.Unlock()
 	cc.features.Store(g.ServerFeatures())
 	return h, nil

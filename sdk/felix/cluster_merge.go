@@ -19,6 +19,9 @@ type shardStream[T any] interface {
 	Next(ctx context.Context) (T, error)
 	Resumes() int
 	Close() error
+	// notifyResumes has notify called on every resume, on the goroutine
+	// calling Next; set before the first Next.
+	notifyResumes(notify func(from uint64, cause error))
 }
 
 // merge reads one resuming stream per shard, each on its own goroutine,
@@ -29,8 +32,6 @@ type merge[T any] struct {
 	// admit runs on the shard's goroutine for each item: it marks the item
 	// with its shard and says the shard's position once it is delivered.
 	admit func(shard uint32, it *T) (pos uint64, ok bool)
-	// from says where a shard that resumed carries on.
-	from func(shard uint32) uint64
 
 	out  chan mergedItem[T]
 	stop context.CancelFunc
@@ -63,20 +64,16 @@ func (m *merge[T]) start(pos map[uint32]uint64) {
 // pump feeds one shard's items and notices to the queue.
 func (m *merge[T]) pump(ctx context.Context, shard uint32, s shardStream[T]) {
 	defer m.wg.Done()
-	resumes := s.Resumes()
+	s.notifyResumes(func(from uint64, cause error) {
+		m.put(ctx, mergedItem[T]{err: resumedNotice(shard, from, cause)})
+	})
 	for {
 		it, err := s.Next(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if r := s.Resumes(); r != resumes {
-			resumes = r
-			if !m.put(ctx, mergedItem[T]{err: &ShardNotice{Shard: shard, From: m.from(shard)}}) {
-				return
-			}
-		}
 		if err != nil {
-			m.put(ctx, mergedItem[T]{err: &ShardNotice{Shard: shard, Ended: true, Err: err}})
+			m.put(ctx, mergedItem[T]{err: &ShardNotice{Shard: shard, Kind: ShardLost, Ended: true, Err: err}})
 			return
 		}
 		pos, ok := m.admit(shard, &it)

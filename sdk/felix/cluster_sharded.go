@@ -2,6 +2,7 @@ package felix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/felixmq/felix/wire"
@@ -17,32 +18,60 @@ type ShardedOptions struct {
 	Positions map[uint32]uint64
 }
 
-// ShardNotice is what ShardedSubscription.Next returns, as its error,
-// when something happened to one shard: it resumed (its subscription was
-// lost, lagged or its shard moved, and it carries on at From, possibly on
-// another broker) or it ended for good (Err says why: the other shards
-// carry on without it). It never ends the ShardedSubscription: call Next
-// again.
+// ShardNoticeKind says what happened to a shard.
+type ShardNoticeKind int
+
+// Shard notices.
+const (
+	// ShardRecovered: the shard's stream was lost (its connection died,
+	// its broker drained, it lagged) and carries on at From.
+	ShardRecovered ShardNoticeKind = iota + 1
+	// ShardMovedTo: the shard moved to another broker (Err is the
+	// *ShardMovedError naming it) and carries on there at From.
+	ShardMovedTo
+	// ShardLost: the shard's stream ended for good (Err says why); the
+	// other shards carry on without it.
+	ShardLost
+)
+
+// ShardNotice is what ShardedSubscription.Next (and a multi-shard
+// ClusterCacheWatch's Next) returns, as its error, when something
+// happened to one shard: see ShardNoticeKind. It never ends the merged
+// stream: call Next again.
 type ShardNotice struct {
 	Shard uint32
-	// Ended is true when the shard's subscription ended for good.
+	Kind  ShardNoticeKind
+	// Ended is Kind == ShardLost.
 	Ended bool
-	// From is where a resumed shard carries on (when the stream is
-	// durable).
+	// From is where a recovered or moved shard carries on.
 	From uint64
-	Err  error
+	// Err is why: the *ShardMovedError of a move, the end of a lost
+	// shard, what a recovered shard recovered from.
+	Err error
 }
 
 // Error implements error.
 func (n *ShardNotice) Error() string {
-	if n.Ended {
-		return fmt.Sprintf("felix: shard %d ended: %v", n.Shard, n.Err)
+	switch n.Kind {
+	case ShardLost:
+		return fmt.Sprintf("felix: shard %d lost: %v", n.Shard, n.Err)
+	case ShardMovedTo:
+		return fmt.Sprintf("felix: shard %d moved, carrying on at offset %d: %v", n.Shard, n.From, n.Err)
 	}
-	return fmt.Sprintf("felix: shard %d resumed at offset %d", n.Shard, n.From)
+	return fmt.Sprintf("felix: shard %d recovered at offset %d", n.Shard, n.From)
 }
 
-// Unwrap returns why the shard ended, or nil.
+// Unwrap returns Err.
 func (n *ShardNotice) Unwrap() error { return n.Err }
+
+// resumedNotice reports a shard that resumed after cause.
+func resumedNotice(shard uint32, from uint64, cause error) *ShardNotice {
+	kind := ShardRecovered
+	if _, ok := errors.AsType[*ShardMovedError](cause); ok {
+		kind = ShardMovedTo
+	}
+	return &ShardNotice{Shard: shard, Kind: kind, From: from, Err: cause}
+}
 
 // ShardedSubscription reads every shard of a stream: one
 // ClusterSubscription per shard, each on its shard's owner and each
@@ -90,10 +119,6 @@ func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream
 		ss.m.children = append(ss.m.children, s)
 	}
 	ss.m.admit = func(_ uint32, ev *Event) (uint64, bool) { return ev.Offset + 1, ev.HasOffset }
-	ss.m.from = func(shard uint32) uint64 {
-		from, _ := subs[shard].resumeFrom()
-		return from
-	}
 	ss.m.start(pos)
 	return ss, nil
 }

@@ -70,8 +70,10 @@ func TestSubscribeShardedMergesEveryShardAndResumesEach(t *testing.T) {
 	sendRange(t, moved, 2, 3)
 	_, err = nextSharded(t, ss)
 	var n *ShardNotice
-	if !errors.As(err, &n) || n.Ended || n.Shard != 1 || n.From != 2 {
-		t.Fatalf("want a resumed notice for shard 1, got %v", err)
+	var movedErr *ShardMovedError
+	if !errors.As(err, &n) || n.Kind != ShardMovedTo || n.Shard != 1 || n.From != 2 ||
+		!errors.As(err, &movedErr) || movedErr.NodeID != "b0" {
+		t.Fatalf("want a moved notice for shard 1, got %v", err)
 	}
 	if ev, err := nextSharded(t, ss); err != nil || ev.Shard != 1 || ev.Offset != 2 {
 		t.Fatalf("after the move: %+v %v", ev, err)
@@ -82,7 +84,7 @@ func TestSubscribeShardedMergesEveryShardAndResumesEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = nextSharded(t, ss)
-	if !errors.As(err, &n) || !n.Ended || n.Shard != 2 || asBroker(t, err).Code != wire.CodeForbidden {
+	if !errors.As(err, &n) || n.Kind != ShardLost || !n.Ended || n.Shard != 2 || asBroker(t, err).Code != wire.CodeForbidden {
 		t.Fatalf("want an ended notice for shard 2, got %v", err)
 	}
 	sendRange(t, fs[0], 2, 3)
@@ -159,5 +161,34 @@ func TestClusterClientCloseLeavesNoGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSubscribeShardedReportsAShardRecoveredAfterItsConnectionDied(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{subscribed: durableAnswer(0, 100)})
+	cl.place(KindStream, "ns", "s", 0, 1)
+	cc := connectClusterTest(t, cl, 0)
+	ss, err := cc.SubscribeSharded(context.Background(), "ns", "s", ShardedOptions{Start: AtOffset(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl.node(0).nextSubscription()
+	fs := cl.node(1).nextSubscription()
+	sendRange(t, fs, 0, 2)
+	for range 2 {
+		if _, err := nextSharded(t, ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.node(1).dropConns()
+	again := cl.node(1).nextSubscription()
+	if got := startOf(t, again); got != 2 {
+		t.Fatalf("resubscribed at %d", got)
+	}
+	_, err = nextSharded(t, ss)
+	var n *ShardNotice
+	if !errors.As(err, &n) || n.Kind != ShardRecovered || n.Shard != 1 || n.From != 2 || !errors.Is(err, ErrSubscriptionLost) {
+		t.Fatalf("want a recovered notice for shard 1, got %v", err)
 	}
 }

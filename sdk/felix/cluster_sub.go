@@ -3,7 +3,6 @@ package felix
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 )
 
 // ClusterSubscription is a subscription opened through a ClusterClient. On
@@ -35,8 +34,6 @@ type ClusterSubscription struct {
 	from    uint64 // where a resume subscribes, valid when fromOK
 	fromOK  bool
 	hint    string // the new owner a shard_moved named, for the next resume
-
-	resumed atomic.Uint64 // where the last resume subscribed
 }
 
 func newClusterSubscription(cc *ClusterClient, sub *Subscription, shard uint32) *ClusterSubscription {
@@ -142,17 +139,9 @@ func (cs *ClusterSubscription) subscribeAt(ctx context.Context, c *Client, from 
 	return c.SubscribeFrom(ctx, cs.namespace, cs.stream, SubscribeOptions{Start: AtOffset(from), Shard: cs.shard})
 }
 
-func (cs *ClusterSubscription) resumedAt(from uint64) {
-	cs.from, cs.fromOK = from, true
-	cs.resumed.Store(from)
-}
-
-// resumeFrom returns where the last resume subscribed, for a caller on
-// any goroutine.
-func (cs *ClusterSubscription) resumeFrom() (uint64, bool) {
-	from := cs.resumed.Load()
-	return from, cs.Resumes() > 0
-}
+func (cs *ClusterSubscription) resumedAt(from uint64) { cs.from, cs.fromOK = from, true }
 
 // Close ends the subscription; Next returns ErrClosed afterwards.
 func (cs *ClusterSubscription) Close() error { return cs.r.close() }
+
+func (cs *ClusterSubscription) notifyResumes(f func(from uint64, cause error)) { cs.r.notify = f }

@@ -82,7 +82,6 @@ func (cc *ClusterClient) watchSharded(ctx context.Context, k ownerKey, filter Ca
 		it.Shard = shard
 		return children[shard].ResumeOffset(), true
 	}
-	cw.merged.from = func(shard uint32) uint64 { return children[shard].ResumeOffset() }
 	cw.merged.start(pos)
 	return cw, nil
 }
@@ -281,3 +280,5 @@ func (cw *ClusterCacheWatch) Close() error {
 	}
 	return cw.r.close()
 }
+
+func (cw *ClusterCacheWatch) notifyResumes(f func(from uint64, cause error)) { cw.r.notify = f }
