@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -90,8 +91,10 @@ type ShardedSubscription struct {
 
 // SubscribeSharded subscribes to every shard of namespace/stream (the
 // count stream_shards reports; one shard on a broker that does not serve
-// it) and merges them (see ShardedSubscription). A shard that cannot be
-// subscribed fails the call, closing the others.
+// it) and merges them (see ShardedSubscription). A shard refused for a
+// reason a retry may cure (its owner still opening it) is asked again
+// with the resume backoff; a shard still refused after the last attempt,
+// or refused for good, fails the call, closing the others.
 func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream string, o ShardedOptions) (*ShardedSubscription, error) {
 	n, err := cc.streamShardCount(ctx, namespace, stream)
 	if err != nil {
@@ -105,7 +108,7 @@ func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream
 			start = AtOffset(p)
 			pos[shard] = p
 		}
-		sub, err := cc.SubscribeFrom(ctx, namespace, stream, SubscribeOptions{Start: start, Shard: shard})
+		sub, err := cc.subscribeRetried(ctx, namespace, stream, SubscribeOptions{Start: start, Shard: shard})
 		if err != nil {
 			for _, s := range subs {
 				_ = s.Close()
@@ -121,6 +124,28 @@ func (cc *ClusterClient) SubscribeSharded(ctx context.Context, namespace, stream
 	ss.m.admit = func(_ uint32, ev *Event) (uint64, bool) { return ev.Offset + 1, ev.HasOffset }
 	ss.m.start(pos)
 	return ss, nil
+}
+
+// subscribeRetried is SubscribeFrom, asked again with the resume backoff
+// while the refusal says a later attempt may work (a shard whose owner is
+// still opening it, a broker still learning of the stream), up to
+// maxResumeAttempts.
+func (cc *ClusterClient) subscribeRetried(ctx context.Context, namespace, stream string, o SubscribeOptions) (*ClusterSubscription, error) {
+	delay := cc.resumeBase
+	for attempt := 1; ; attempt++ {
+		sub, err := cc.SubscribeFrom(ctx, namespace, stream, o)
+		if err == nil || attempt >= maxResumeAttempts || !retryableResume(err) {
+			return sub, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		delay = min(2*delay, cc.resumeMax)
+	}
 }
 
 // streamShardCount asks the entry broker how many shards the stream has.

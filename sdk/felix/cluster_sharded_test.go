@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,4 +192,26 @@ func TestSubscribeShardedReportsAShardRecoveredAfterItsConnectionDied(t *testing
 	if !errors.As(err, &n) || n.Kind != ShardRecovered || n.Shard != 1 || n.From != 2 || !errors.Is(err, ErrSubscriptionLost) {
 		t.Fatalf("want a recovered notice for shard 1, got %v", err)
 	}
+}
+
+func TestSubscribeShardedAsksAgainWhileAShardIsNotReady(t *testing.T) {
+	var mu sync.Mutex
+	refusals := 2
+	cl := newFakeCluster(t, 1, fakeOpts{subscribed: func(m *wire.Subscribe) wire.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals > 0 {
+			refusals--
+			return wire.NewError(wire.CodeShardUnavailable, "opening").ErrorMessage(true)
+		}
+		return &wire.Subscribed{}
+	}})
+	cl.place(KindStream, "ns", "s", 0)
+	cc := connectClusterTest(t, cl, 0)
+	ss, err := cc.SubscribeSharded(context.Background(), "ns", "s", ShardedOptions{})
+	if err != nil {
+		t.Fatalf("subscribe after two refusals: %v", err)
+	}
+	defer ss.Close()
+	cl.node(0).nextSubscription()
 }
