@@ -597,3 +597,27 @@ func TestClusterPublishLostAtItsOwnerIsNotResent(t *testing.T) {
 		t.Fatalf("owner got %d records", len(got))
 	}
 }
+
+// A broker that does not own every shard refuses a prefix watch naming
+// none (watch_needs_shard, with the count): the client watches each shard.
+func TestClusterPrefixWatchRefusedForWantOfAShardWatchesEachShard(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{watches: make(chan *fakeWatch, 1), features: wire.FeatureCacheWatch})
+	cl.mu.Lock()
+	cl.noCacheShards = true
+	cl.mu.Unlock()
+	cl.place(KindCache, "ns", "c", 0, 1)
+	cc := connectClusterTest(t, cl, 0)
+	w, err := cc.WatchCache(context.Background(), "ns", "c", WatchPrefix(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Shards() != 2 {
+		t.Fatalf("%d shards", w.Shards())
+	}
+	for i := range 2 {
+		if fw := watchOn(t, cl.node(i)); fw.msg.Shard == nil || *fw.msg.Shard != uint32(i) {
+			t.Fatalf("b%d watch names shard %v", i, fw.msg.Shard)
+		}
+	}
+}

@@ -2,10 +2,15 @@ package felix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"sync/atomic"
+
+	"github.com/felixmq/felix/wire"
 )
 
 // WatchCache watches a cache (see Client.WatchCache): a key on its key's
@@ -22,9 +27,39 @@ func (cc *ClusterClient) WatchCache(ctx context.Context, namespace, cache string
 		if n := cc.shardCount(ctx, k); n > 1 {
 			return cc.watchSharded(ctx, k, filter, n, opts)
 		}
-		return cc.watchOne(ctx, route{k: k}, filter, opts)
+		w, err := cc.watchOne(ctx, route{k: k}, filter, opts)
+		if n, ok := needsShards(err); ok && n > 1 {
+			return cc.watchSharded(ctx, k, filter, n, opts)
+		}
+		return w, err
 	}
 	return cc.watchOne(ctx, cacheRoute(namespace, cache, filter.Key), filter, opts)
+}
+
+// reasonWatchNeedsShard is the refusal of a prefix watch naming no shard
+// by a broker that does not own every shard of the cache.
+const reasonWatchNeedsShard = "watch_needs_shard"
+
+// needsShards reports a prefix watch refused with reason
+// watch_needs_shard, and the shard count the refusal names.
+func needsShards(err error) (uint32, bool) {
+	var be *BrokerError
+	if !errors.As(err, &be) || be.Code != wire.CodeInvalidRequest || be.Detail[wire.DetailReason] != reasonWatchNeedsShard {
+		return 0, false
+	}
+	switch n := be.Detail[wire.DetailShards].(type) {
+	case float64:
+		if n >= 1 && n <= math.MaxUint32 && n == math.Trunc(n) {
+			return uint32(n), true
+		}
+	case json.Number:
+		if v, err := strconv.ParseUint(string(n), 10, 32); err == nil {
+			return uint32(v), true
+		}
+	case uint32:
+		return n, true
+	}
+	return 0, false
 }
 
 // shardCount returns the shard count of k the owner cache knows, or 0.

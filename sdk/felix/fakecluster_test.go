@@ -31,6 +31,9 @@ type fakeCluster struct {
 	topoAsks  int
 	ownerAsks int // shard_owners requests
 	countAsks int // stream_shards and cache_shards requests
+	// noCacheShards answers cache_shards unsupported, so the client does
+	// not learn a cache's shard count before it watches.
+	noCacheShards bool
 }
 
 func newFakeCluster(t testing.TB, n int, opts fakeOpts) *fakeCluster {
@@ -126,6 +129,9 @@ func (cl *fakeCluster) answer(msg wire.Message) (wire.Message, bool) {
 			Shards: uint32(len(cl.shards[ownerKey{kind: KindStream, namespace: m.Namespace, name: m.Stream}]))}, true
 	case *wire.CacheShards:
 		cl.countAsks++
+		if cl.noCacheShards {
+			return &wire.Unsupported{RequestType: msg.MessageType(), RequestID: &m.RequestID}, true
+		}
 		return &wire.CacheShardsView{RequestID: m.RequestID,
 			Shards: uint32(len(cl.shards[ownerKey{kind: KindCache, namespace: m.Namespace, name: m.Cache}]))}, true
 	case *wire.ShardOwners:
@@ -220,6 +226,17 @@ func (fb *fakeBroker) clusterHandle(s *quic.Stream, msg wire.Message) (handled, 
 			shard = wire.ShardForKey([]byte(m.Key), n)
 		case m.Shard != nil:
 			shard = *m.Shard
+		case n > 1:
+			for i := range n {
+				if cl.redirect(fb, KindCache, m.Namespace, m.Cache, i) != nil {
+					e := wire.NewError(wire.CodeInvalidRequest, "watch each shard").
+						WithDetail(wire.DetailReason, reasonWatchNeedsShard).WithDetail(wire.DetailShards, n).ErrorMessage(true)
+					id := m.RequestID
+					e.RequestID = &id
+					_ = writeMsg(s, e)
+					return true, true
+				}
+			}
 		}
 		if nl := cl.redirect(fb, KindCache, m.Namespace, m.Cache, shard); nl != nil {
 			id := m.RequestID
