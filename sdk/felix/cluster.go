@@ -88,7 +88,6 @@ type ClusterClient struct {
 	// to: the name, not the IP, is what the broker's certificate carries.
 	serverNames map[string]string
 	closed      bool
-	topoAsks    int // topology answers applied, for tests
 }
 
 // Bounds of the cluster client.
@@ -363,6 +362,22 @@ func (cc *ClusterClient) dial(addr string, bc *brokerConn) {
 	bc.c, bc.err, bc.at = c, notSent(err), time.Now()
 	close(bc.done)
 	cc.mu.Unlock()
+	if c != nil {
+		cc.spawn(func() { cc.watchConn(c) })
+	}
+}
+
+// watchConn asks for the topology again when c's connection dies (not
+// when the client drops it: invalidate does that).
+func (cc *ClusterClient) watchConn(c *Client) {
+	select {
+	case <-c.conn.Context().Done():
+		if c.ctx.Err() == nil {
+			cc.kickTopology()
+		}
+	case <-c.ctx.Done():
+	case <-cc.ctx.Done():
+	}
 }
 
 // invalidate drops c, a connection that failed, if it is still the one

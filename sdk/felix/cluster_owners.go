@@ -59,9 +59,8 @@ type ownerEntry struct {
 type ownerCache struct {
 	cc *ClusterClient
 
-	mu   sync.Mutex
-	m    map[ownerKey]*ownerEntry
-	asks int // asks sent, for tests
+	mu sync.Mutex
+	m  map[ownerKey]*ownerEntry
 }
 
 func newOwnerCache(cc *ClusterClient) *ownerCache {
@@ -81,7 +80,6 @@ func (oc *ownerCache) lookup(ctx context.Context, k ownerKey) owners {
 	start := !e.asking && (e.at.IsZero() && !isClosed(e.ready) || e.stale || time.Since(e.at) > ownerTTL)
 	if start {
 		e.asking, e.stale = true, false
-		oc.asks++
 	}
 	ready, cur := e.ready, e.cur
 	oc.mu.Unlock()
@@ -214,20 +212,12 @@ func (oc *ownerCache) refresh(ctx context.Context, k ownerKey) owners {
 	if start {
 		e.ready = make(chan struct{})
 		e.asking, e.stale = true, false
-		oc.asks++
 	}
 	oc.mu.Unlock()
 	if start {
 		oc.startAsk(k, e)
 	}
 	return oc.lookup(ctx, k)
-}
-
-// askCount returns how many asks were sent.
-func (oc *ownerCache) askCount() int {
-	oc.mu.Lock()
-	defer oc.mu.Unlock()
-	return oc.asks
 }
 
 // learn records addr as shard's owner of k, as a not_leader named it.

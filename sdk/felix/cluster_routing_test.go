@@ -621,3 +621,26 @@ func TestClusterPrefixWatchRefusedForWantOfAShardWatchesEachShard(t *testing.T) 
 		}
 	}
 }
+
+// When a connection dies the client asks for the topology again, and so
+// learns of a broker that joined since.
+func TestTopologyIsAskedAgainAfterAConnectionDies(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cc := connectClusterTest(t, cl, 0)
+	if got := cc.Brokers(); len(got) != 2 {
+		t.Fatalf("brokers %v", got)
+	}
+	joined := newFakeBroker(t, fakeOpts{flags: binaryFlags, features: clusterFeatures, cluster: cl})
+	cl.mu.Lock()
+	cl.nodes = append(cl.nodes, joined)
+	cl.ids = append(cl.ids, "b2")
+	cl.mu.Unlock()
+	cl.node(0).dropConns()
+	deadline := time.Now().Add(10 * time.Second)
+	for cc.Brokers()["b2"] != joined.Addr() {
+		if time.Now().After(deadline) {
+			t.Fatalf("brokers %v: the new broker was not learned", cc.Brokers())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

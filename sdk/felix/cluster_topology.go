@@ -25,7 +25,6 @@ func (cc *ClusterClient) refreshTopology(ctx context.Context) {
 	}
 	cc.mu.Lock()
 	cc.brokers = brokers
-	cc.topoAsks++
 	cc.mu.Unlock()
 }
 
