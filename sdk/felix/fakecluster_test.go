@@ -1,9 +1,11 @@
 package felix
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -263,4 +265,20 @@ func (cl *fakeCluster) shardCount(kind ShardKind, ns, name string) uint32 {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	return uint32(len(cl.shards[ownerKey{kind: kind, namespace: ns, name: name}]))
+}
+
+// learnOwners has cc learn the owners of a stream or cache before the
+// test's first call, so that call cannot go through the entry broker for
+// want of an answer within ownerWait on a loaded machine.
+func learnOwners(t testing.TB, cc *ClusterClient, kind ShardKind, ns, name string) {
+	t.Helper()
+	k := ownerKey{kind: kind, namespace: ns, name: name}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for cc.owners.lookup(ctx, k).shards == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("owners of %s/%s not learned", ns, name)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
