@@ -655,3 +655,28 @@ func TestTopologyIsAskedAgainAfterAConnectionDies(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// An identity's subscribe answered not_leader follows the redirect over
+// the gateway's connection to the owner: a handle, no connection of its
+// own.
+func TestIdentitySubscribeFollowsNotLeaderOnTheGatewaysConnection(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{tokens: map[string]bool{"alice": true}})
+	cl.place(KindStream, "ns", "s", 1)
+	gw := connectClusterTest(t, cl, 0)
+	alice, err := gw.WithIdentityToken("acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	sub, err := alice.Subscribe(context.Background(), "ns", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if fs := cl.node(1).nextSubscription(); fs.token != "alice" {
+		t.Fatalf("subscribed on the owner as %q", fs.token)
+	}
+	if c := cl.node(1).connCount(); c != 1 {
+		t.Fatalf("owner holds %d connections, want the gateway's one", c)
+	}
+}
