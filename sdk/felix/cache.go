@@ -2,7 +2,6 @@ package felix
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -74,7 +73,7 @@ func (c *Client) requestCall(ctx context.Context, msg wire.Message, idField *uin
 		}
 	}
 	if err := c.checkUsable(); err != nil {
-		return cacheResult{}, notSent(c.cacheFailure(err))
+		return cacheResult{}, notSent(c.failure(err))
 	}
 	id := c.newRequestID()
 	*idField = id
@@ -116,20 +115,4 @@ func newCachePool(c *Client, first *ctrlStream) *cachePool {
 
 func (p *cachePool) pick() *cacheWorker {
 	return p.workers[(p.next.Add(1)-1)%uint32(len(p.workers))]
-}
-
-// cacheFailure classifies a cache failure like Client.failure, with one
-// difference: once ClusterClient has shut this client down because its
-// connection died (it passes ErrSubscriptionLost as the reason), calls
-// still in flight on it report ErrConnectionLost rather than ErrClosed,
-// so they are retried like the call that noticed the loss first.
-func (c *Client) cacheFailure(err error) error {
-	if c.ctx.Err() == nil || !errors.Is(c.shutdownReason(), ErrSubscriptionLost) {
-		return c.failure(err)
-	}
-	cause := context.Cause(c.conn.Context())
-	if cause == nil {
-		cause = err
-	}
-	return fmt.Errorf("%w: %v", ErrConnectionLost, cause)
 }

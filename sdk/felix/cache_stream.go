@@ -15,7 +15,7 @@ import (
 func (w *cacheWorker) run() {
 	defer func() {
 		if w.cur != nil {
-			w.kill(w.cur, w.c.cacheFailure(ErrClosed))
+			w.kill(w.cur, w.c.failure(ErrClosed))
 		}
 	}()
 	if w.first != nil {
@@ -42,7 +42,7 @@ func (w *cacheWorker) run() {
 func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
 	st, err := w.stream()
 	if err != nil {
-		w.failUnsent(batch, w.c.cacheFailure(err))
+		w.failUnsent(batch, w.c.failure(err))
 		return buf
 	}
 	for _, r := range batch {
@@ -54,7 +54,7 @@ func (w *cacheWorker) write(batch []*cacheReq, buf []byte) []byte {
 		return buf
 	}
 	if _, err := st.cs.s.Write(buf); err != nil {
-		w.kill(st, w.c.cacheFailure(err))
+		w.kill(st, w.c.failure(err))
 	}
 	return buf
 }
@@ -98,7 +98,7 @@ func (w *cacheWorker) readAnswers(st *cacheStream) {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("felix: the broker ended the cache stream")
 			}
-			w.kill(st, w.c.cacheFailure(err))
+			w.kill(st, w.c.failure(err))
 			return
 		}
 		if err := w.route(st, msg); err != nil {
@@ -125,13 +125,29 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.CacheKeysPage:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.TopologyView:
+		if m.RequestID == nil {
+			return errors.New("felix: topology_view names no request")
+		}
+		w.resolve(st, *m.RequestID, cacheResult{msg: m})
+	case *wire.StreamShardsView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.CacheShardsView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.ShardOwnersView:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.NotLeader:
+		if m.RequestID == nil {
+			return notLeaderError(m)
+		}
+		w.resolve(st, *m.RequestID, cacheResult{err: notLeaderError(m)})
 	case *wire.SubscribeCursorError:
 		if m.RequestID == nil {
 			return cursorError(m)
 		}
 		w.resolve(st, *m.RequestID, cacheResult{err: cursorError(m)})
 	case *wire.ErrorMsg:
-		be := fromWire(m.Err())
+		be := brokerErrorFromWire(m.Err())
 		if m.RequestID == nil {
 			return be
 		}

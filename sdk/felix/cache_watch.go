@@ -27,8 +27,24 @@ func WatchPrefix(prefix string) CacheWatchFilter { return CacheWatchFilter{Key: 
 type WatchOption func(*watchOptions)
 
 type watchOptions struct {
-	from     *uint64
-	retained bool
+	from       *uint64
+	retained   bool
+	shard      *uint32
+	fromShards map[uint32]uint64
+}
+
+// WatchShard has a prefix watch read one shard of a multi-shard cache
+// (the cache_watch's shard). A ClusterClient sets it by itself.
+func WatchShard(shard uint32) WatchOption {
+	return func(o *watchOptions) { o.shard = &shard }
+}
+
+// WatchFromShards resumes a ClusterClient's prefix watch of a multi-shard
+// cache: each shard named carries on from its offset (use
+// ClusterCacheWatch.ResumeOffsets of the watch that ended), as WatchFrom
+// does for one. A Client's watch ignores it.
+func WatchFromShards(offsets map[uint32]uint64) WatchOption {
+	return func(o *watchOptions) { o.fromShards = offsets }
 }
 
 // WatchFrom resumes a watch: the first change delivered is the first at or
@@ -65,6 +81,9 @@ type CacheWatchItem struct {
 	// were sent, and what follows are changes.
 	StateComplete bool
 	Count         uint64
+	// Shard is the shard of a ClusterClient's prefix watch of a
+	// multi-shard cache the item came from; 0 otherwise.
+	Shard uint32
 }
 
 // CacheWatchLagged ends a watch that fell behind: its queue on the broker
@@ -103,6 +122,9 @@ func (c *Client) WatchCache(ctx context.Context, namespace, cache string, filter
 	}
 	msg := &wire.CacheWatch{TenantID: c.cfg.Tenant, Namespace: namespace, Cache: cache, Key: filter.Key,
 		Prefix: filter.Prefix, FromOffset: o.from, Retained: o.retained, RequestID: c.newRequestID()}
+	if filter.Prefix {
+		msg.Shard = o.shard
+	}
 	cs, ok, err := request[*wire.CacheWatchOK](ctx, c, msg)
 	if err != nil {
 		return nil, err

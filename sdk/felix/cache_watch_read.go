@@ -27,7 +27,8 @@ func (w *CacheWatch) readFrame(fr *wire.FrameReader, dst []CacheWatchItem) ([]Ca
 		// broken stream.
 		_, lagged := msg.(*wire.CacheWatchLagged)
 		_, errMsg := msg.(*wire.ErrorMsg)
-		return dst, &streamEnd{err: err, clean: lagged || errMsg}
+		_, moved := msg.(*wire.ShardMoved)
+		return dst, &streamEnd{err: err, clean: lagged || errMsg || moved}
 	}
 	if ok {
 		dst = append(dst, it)
@@ -56,6 +57,8 @@ func watchItem(id uint64, msg wire.Message) (it CacheWatchItem, ok bool, err err
 		return it, false, &CacheWatchLagged{WatchID: id, ResumeFrom: m.ResumeFrom}
 	case *wire.ErrorMsg:
 		return it, false, fromWire(m.Err())
+	case *wire.ShardMoved:
+		return it, false, shardMovedError(m)
 	}
 	return it, false, nil
 }

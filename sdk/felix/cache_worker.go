@@ -79,7 +79,7 @@ func (w *cacheWorker) enqueue(ctx context.Context, id uint64, frame []byte) (*ca
 	case <-ctx.Done():
 		return nil, notSent(ctx.Err())
 	case <-w.c.closedC:
-		return nil, notSent(w.c.cacheFailure(ErrClosed))
+		return nil, notSent(w.c.failure(ErrClosed))
 	}
 	p := &cachePending{resC: make(chan cacheResult, 1)}
 	w.mu.Lock()
@@ -95,7 +95,7 @@ func (w *cacheWorker) enqueue(ctx context.Context, id uint64, frame []byte) (*ca
 		return nil, notSent(ctx.Err())
 	case <-w.c.closedC:
 		w.abandon(id)
-		return nil, notSent(w.c.cacheFailure(ErrClosed))
+		return nil, notSent(w.c.failure(ErrClosed))
 	}
 }
 
@@ -108,7 +108,7 @@ func (w *cacheWorker) await(ctx context.Context, id uint64, p *cachePending) (ca
 	case <-ctx.Done():
 		return w.giveUp(id, p, ctx.Err())
 	case <-w.c.closedC:
-		return w.giveUp(id, p, w.c.cacheFailure(ErrClosed))
+		return w.giveUp(id, p, w.c.failure(ErrClosed))
 	}
 }
 

@@ -20,7 +20,9 @@ const (
 		wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher | wire.FlagBinaryPublishAckOffset
 	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete |
 		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
-		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained
+		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained |
+		wire.FeatureTopology | wire.FeatureRedirect | wire.FeatureStreamShards | wire.FeatureCacheShards |
+		wire.FeatureShardOwners | wire.FeatureShardMoved
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish
@@ -194,12 +196,20 @@ func (c *Client) dead() bool {
 }
 
 // failure classifies an I/O error: ErrClosed after Close, ErrConnectionLost
-// (wrapped) when the connection is gone, err otherwise.
+// (wrapped) when the connection is gone, err otherwise. A client a
+// ClusterClient shut down because its connection failed (shutdown reason
+// ErrSubscriptionLost) reports the connection lost, not closed: calls in
+// flight on it may race that shutdown and must be judged by what
+// happened to the connection.
 func (c *Client) failure(err error) error {
+	replaced := false
 	if c.ctx.Err() != nil {
-		return ErrClosed
+		if !errors.Is(c.shutdownReason(), ErrSubscriptionLost) {
+			return ErrClosed
+		}
+		replaced = true
 	}
-	if cerr := c.conn.Context().Err(); cerr != nil || isConnLevel(err) {
+	if cerr := c.conn.Context().Err(); cerr != nil || replaced || isConnLevel(err) {
 		cause := context.Cause(c.conn.Context())
 		if cause == nil {
 			cause = err
@@ -225,7 +235,7 @@ func isConnLevel(err error) bool {
 // dead connection.
 func (c *Client) checkUsable() error {
 	if c.ctx.Err() != nil {
-		return notSent(ErrClosed)
+		return notSent(c.failure(ErrClosed))
 	}
 	if c.conn.Context().Err() != nil {
 		return notSent(c.failure(context.Cause(c.conn.Context())))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,17 +12,50 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// ClusterClient talks to a cluster through one broker connection at a
-// time, picked from seeds. When the connection dies, the next call
-// replaces it with a connection to the next reachable seed and is retried
-// there once when that cannot duplicate anything: a call that never left
-// the client, a cache get or put, or a subscribe. An acknowledged publish
-// whose answer was lost is not re-sent; it fails with a *BrokerError of
-// code internal and retry class outcome_unknown. Subscribe and
-// SubscribeFrom return a ClusterSubscription, which resumes a durable
-// stream's subscription by itself after a lag or a lost connection; on a
-// stream without offsets it ends with ErrSubscriptionLost when its
-// connection dies. Read and OffsetForTime are retried like cache gets.
+// ClusterClient talks to a cluster of brokers over one connection per
+// broker, shared by every role the broker plays for it: entry point,
+// shard owner, redirect target.
+//
+// Discovery. It connects to the first reachable seed (the entry broker)
+// and, when the broker advertises FEATURE_TOPOLOGY, asks it which brokers
+// exist; it asks again every TopologyRefresh and after a connection dies.
+// The seeds are always kept, so a wrong or stale answer cannot leave it
+// worse off. When no address answers, it resolves the host names among
+// them again (at most once a second) and tries what is new.
+//
+// Routing. For each stream and cache it learns the shard count and each
+// shard's owner (stream_shards, cache_shards, shard_owners) once, shared
+// by concurrent callers, and refreshes that in the background. A keyed
+// publish goes to the owner of wire.ShardForKey(key, shards), an unkeyed
+// one to shard 0's owner, a cache operation to its key's owner, a
+// subscription to its shard's owner. Whatever has no known owner (the
+// broker lacks the cluster features, the owner is unavailable, or it is
+// being learned) goes through the entry broker, which forwards. A
+// refusal of class retry or redirect, a not_leader or a shard_unavailable
+// drops the owner it came from and the call runs once more after the
+// owners are asked again. A subscribe answered not_leader follows the
+// redirect to the broker it names (up to maxRedirects hops).
+//
+// Failures. A connection that dies fails only its own streams; the next
+// call that needs that broker dials it again (concurrent callers share one
+// dial). A call whose connection died is retried once when that cannot
+// duplicate anything: a call that never left the client, a cache get or
+// put, a read, or a subscribe. An acknowledged publish whose answer was
+// lost is not re-sent; it fails with a *BrokerError of code internal and
+// retry class outcome_unknown. Subscribe and SubscribeFrom return a
+// ClusterSubscription, which resumes a durable stream's subscription by
+// itself after a lag, a lost connection or a moved shard; on a stream
+// without offsets it ends with ErrSubscriptionLost.
+//
+// Ordering holds per shard while a shard's publishes take one path: when
+// the path changes (the owner is learned or moves, a connection is
+// replaced) a fire-and-forget publish still in flight on the old path can
+// land after one sent on the new. Wait for acknowledgements where that
+// matters.
+//
+// A ClusterClient made by WithIdentity borrows the gateway's connections
+// and does not route by owner: its calls go through the gateway's entry
+// broker, which forwards them.
 type ClusterClient struct {
 	seeds []string
 	cfg   Config
@@ -29,104 +63,352 @@ type ClusterClient struct {
 	// Backoff between failed resubscribes of a ClusterSubscription.
 	resumeBase, resumeMax time.Duration
 
-	features atomic.Uint64 // server_features of the last connection made
+	features atomic.Uint64 // server_features of the last entry connection made
 
 	// id is set on a ClusterClient made by WithIdentity: it borrows the
 	// gateway's connections instead of dialing its own.
 	id *identity
 
-	mu     sync.Mutex
-	cur    *Client // nil before the first connect and after a failure
-	curIdx int     // index in seeds of cur, or of the last seed tried
-	closed bool
+	owners   *ownerCache // nil on an identity's client
+	resolver *resolver   // nil on an identity's client
+
+	ctx      context.Context // ends on Close; background work and shared dials run under it
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	topoKick chan struct{} // one slot: ask the topology again now
+
+	mu      sync.Mutex
+	cur     *Client                // the entry connection; nil before the first connect and after a failure
+	curIdx  int                    // index in seeds of the entry, or of the last seed tried
+	curAddr string                 // address of cur
+	conns   map[string]*brokerConn // by address: at most one per broker
+	handles map[*Client]*Client    // an identity's handle on each gateway connection
+	brokers map[string]string      // node id -> address, from the last topology
+	// serverNames is the TLS name of an address a host name resolved
+	// to: the name, not the IP, is what the broker's certificate carries.
+	serverNames map[string]string
+	closed      bool
 }
 
-// ConnectCluster connects to the first reachable seed, in order. cfg.Addr
-// is ignored; every other field applies to each connection.
+// Bounds of the cluster client.
+const (
+	// TopologyRefresh is how often the brokers are asked again.
+	TopologyRefresh = 30 * time.Second
+	// maxRedirects bounds the not_leader hops of one subscribe.
+	maxRedirects = 3
+	// dialRetryAfter is how long a failed dial is remembered: calls
+	// routed to that broker go through the entry broker meanwhile.
+	dialRetryAfter = time.Second
+)
+
+// brokerConn is the one connection to one broker, or the dial that makes
+// it, which concurrent callers share.
+type brokerConn struct {
+	done chan struct{} // closed when the dial ended; c and err are set before
+	c    *Client
+	err  error
+	at   time.Time // when the dial ended
+}
+
+// ConnectCluster connects to the first reachable seed, in order, and
+// learns the other brokers from it. cfg.Addr is ignored; every other field
+// applies to each connection.
 func ConnectCluster(ctx context.Context, seeds []string, cfg Config) (*ClusterClient, error) {
 	if len(seeds) == 0 {
 		return nil, errors.New("felix: ConnectCluster needs at least one seed")
 	}
-	cc := &ClusterClient{seeds: append([]string(nil), seeds...), cfg: cfg, curIdx: -1,
-		resumeBase: resumeBackoffBase, resumeMax: resumeBackoffMax}
+	cc := newClusterClient(seeds, cfg, nil)
+	cc.owners = newOwnerCache(cc)
+	cc.resolver = newResolver()
 	if _, err := cc.client(ctx); err != nil {
+		cc.Close()
 		return nil, err
 	}
+	topoCtx, cancel := context.WithTimeout(ctx, ownerAskTimeout)
+	cc.refreshTopology(topoCtx)
+	cancel()
+	cc.wg.Add(1)
+	go cc.topologyLoop()
 	return cc, nil
 }
 
-// Addr returns the address of the broker currently connected, or "".
+func newClusterClient(seeds []string, cfg Config, id *identity) *ClusterClient {
+	cc := &ClusterClient{seeds: slices.Clone(seeds), cfg: cfg, curIdx: -1, id: id,
+		resumeBase: resumeBackoffBase, resumeMax: resumeBackoffMax, topoKick: make(chan struct{}, 1),
+		conns: map[string]*brokerConn{}, handles: map[*Client]*Client{}, brokers: map[string]string{},
+		serverNames: map[string]string{}}
+	cc.ctx, cc.cancel = context.WithCancel(context.Background())
+	return cc
+}
+
+// Addr returns the address of the entry broker, or "" when not connected.
 func (cc *ClusterClient) Addr() string {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.cur == nil {
 		return ""
 	}
-	return cc.seeds[cc.curIdx]
+	return cc.curAddr
 }
 
-// client returns a live connection, replacing a dead one.
+// ConnectionsPerNode reports the live connections per broker, named by
+// node id when the topology named it and by address otherwise.
+func (cc *ClusterClient) ConnectionsPerNode() map[string]int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	names := make(map[string]string, len(cc.brokers))
+	for node, addr := range cc.brokers {
+		names[addr] = node
+	}
+	out := map[string]int{}
+	for addr, bc := range cc.conns {
+		if !bc.ready() || bc.err != nil || bc.c.dead() {
+			continue
+		}
+		name := addr
+		if n, ok := names[addr]; ok {
+			name = n
+		}
+		out[name]++
+	}
+	return out
+}
+
+func (bc *brokerConn) ready() bool {
+	select {
+	case <-bc.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// client returns the live entry connection, replacing a dead one with a
+// connection to the next address that answers: the seeds, starting after
+// the one that failed, then the brokers the topology named, then any new
+// address their host names resolve to.
 func (cc *ClusterClient) client(ctx context.Context) (*Client, error) {
 	if cc.id != nil {
 		return cc.handleClient(ctx)
 	}
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if cc.closed {
+		cc.mu.Unlock()
 		return nil, notSent(ErrClosed)
 	}
 	if cc.cur != nil && !cc.cur.dead() {
-		return cc.cur, nil
+		c := cc.cur
+		cc.mu.Unlock()
+		return c, nil
 	}
-	return cc.reconnectLocked(ctx)
-}
-
-// reconnectLocked drops the current connection and tries each seed once,
-// starting after the one that failed.
-func (cc *ClusterClient) reconnectLocked(ctx context.Context) (*Client, error) {
-	if old := cc.cur; old != nil {
-		cc.cur = nil
-		old.shutdown(ErrSubscriptionLost)
-		reconnects.Inc()
+	dead := cc.cur
+	cands := cc.candidatesLocked()
+	cc.mu.Unlock()
+	if dead != nil {
+		cc.invalidate(dead)
 	}
 	var errs []error
-	for i := 1; i <= len(cc.seeds); i++ {
-		idx := (cc.curIdx + i) % len(cc.seeds)
-		cfg := cc.cfg
-		cfg.Addr = cc.seeds[idx]
-		c, err := Connect(ctx, cfg)
-		if err == nil {
-			cc.cur, cc.curIdx = c, idx
-			cc.features.Store(c.ServerFeatures())
+	tried := map[string]bool{}
+	try := func(addrs []string) *Client {
+		for _, addr := range addrs {
+			if tried[addr] || ctx.Err() != nil {
+				continue
+			}
+			tried[addr] = true
+			c, err := cc.connTo(ctx, addr)
+			if err == nil {
+				cc.setEntry(c, addr)
+				return c
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		}
+		return nil
+	}
+	if c := try(cands); c != nil {
+		return c, nil
+	}
+	if cc.resolver != nil && ctx.Err() == nil {
+		found := cc.resolver.resolveAgain(ctx, cands)
+		cc.mu.Lock()
+		var fresh []string
+		for _, res := range found {
+			if _, ok := cc.serverNames[res.addr]; !ok && !slices.Contains(cands, res.addr) {
+				cc.serverNames[res.addr] = res.host
+			}
+			fresh = append(fresh, res.addr)
+		}
+		cc.mu.Unlock()
+		if c := try(fresh); c != nil {
 			return c, nil
 		}
-		errs = append(errs, fmt.Errorf("seed %s: %w", cfg.Addr, err))
-		if ctx.Err() != nil {
-			break
-		}
 	}
+	cc.mu.Lock()
 	if cc.curIdx < 0 {
-		cc.curIdx = len(cc.seeds) - 1 // next attempt starts at seed 0 again
+		cc.curIdx = len(cc.seeds) - 1 // the next attempt starts at seed 0 again
 	}
-	return nil, notSent(fmt.Errorf("%w: no seed reachable: %w", ErrConnectionLost, errors.Join(errs...)))
+	cc.mu.Unlock()
+	return nil, notSent(fmt.Errorf("%w: no broker reachable: %w", ErrConnectionLost, errors.Join(errs...)))
 }
 
-// invalidate drops c if it is still the current connection.
-func (cc *ClusterClient) invalidate(c *Client) {
+// candidatesLocked lists the addresses to try for the entry: the seeds,
+// starting after the last one used, then the brokers the topology named.
+func (cc *ClusterClient) candidatesLocked() []string {
+	out := make([]string, 0, len(cc.seeds)+len(cc.brokers))
+	for i := 1; i <= len(cc.seeds); i++ {
+		out = append(out, cc.seeds[(cc.curIdx+i+len(cc.seeds))%len(cc.seeds)])
+	}
+	extra := make([]string, 0, len(cc.brokers))
+	for _, addr := range cc.brokers {
+		if !slices.Contains(out, addr) {
+			extra = append(extra, addr)
+		}
+	}
+	slices.Sort(extra)
+	return append(out, extra...)
+}
+
+// setEntry makes c, the connection to addr, the entry connection.
+func (cc *ClusterClient) setEntry(c *Client, addr string) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.cur == c {
-		cc.cur = nil
-		c.shutdown(ErrSubscriptionLost)
-		if cc.id != nil {
-			cc.id.gateway.invalidate(c.parent) // the connection they share is gone
-			return
+	if cc.cur != nil && cc.cur != c && !cc.cur.dead() {
+		return // a concurrent caller set a live one first
+	}
+	cc.cur, cc.curAddr = c, addr
+	if i := slices.Index(cc.seeds, addr); i >= 0 {
+		cc.curIdx = i
+	}
+	cc.features.Store(c.ServerFeatures())
+}
+
+// spawn runs f on a goroutine Close waits for; false, running nothing,
+// once the client is closed.
+func (cc *ClusterClient) spawn(f func()) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return false
+	}
+	cc.wg.Add(1)
+	go func() {
+		defer cc.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// connTo returns the live connection to addr, dialing it when there is
+// none. Concurrent callers share one dial, which runs under the
+// ClusterClient's own context: a caller that gives up does not fail the
+// others. A dial that failed less than dialRetryAfter ago is not retried.
+func (cc *ClusterClient) connTo(ctx context.Context, addr string) (*Client, error) {
+	cc.mu.Lock()
+	if cc.closed {
+		cc.mu.Unlock()
+		return nil, notSent(ErrClosed)
+	}
+	bc := cc.conns[addr]
+	switch {
+	case bc == nil:
+	case !bc.ready():
+	case bc.err == nil && !bc.c.dead():
+		cc.mu.Unlock()
+		return bc.c, nil
+	case bc.err != nil && time.Since(bc.at) < dialRetryAfter:
+		cc.mu.Unlock()
+		return nil, bc.err
+	default:
+		bc = nil // dead or failed long enough ago: dial again
+	}
+	var stale *Client
+	if bc == nil {
+		if old := cc.conns[addr]; old != nil && old.c != nil {
+			stale = old.c
 		}
+		bc = &brokerConn{done: make(chan struct{})}
+		cc.conns[addr] = bc
+		cc.wg.Add(1)
+		go cc.dial(addr, bc)
+	}
+	cc.mu.Unlock()
+	if stale != nil {
+		stale.shutdown(ErrSubscriptionLost)
 		reconnects.Inc()
+	}
+	select {
+	case <-bc.done:
+		return bc.c, bc.err
+	case <-ctx.Done():
+		return nil, notSent(ctx.Err())
 	}
 }
 
-// do runs op on the current connection. If it fails because the
+// dial makes the connection bc waits for.
+func (cc *ClusterClient) dial(addr string, bc *brokerConn) {
+	defer cc.wg.Done()
+	cfg := cc.cfg
+	cfg.Addr = addr
+	cc.mu.Lock()
+	if name, ok := cc.serverNames[addr]; ok && cfg.ServerName == "" {
+		cfg.ServerName = name
+	}
+	cc.mu.Unlock()
+	c, err := Connect(cc.ctx, cfg)
+	cc.mu.Lock()
+	if err == nil && cc.closed {
+		c.shutdown(ErrClosed)
+		c, err = nil, notSent(ErrClosed)
+	}
+	bc.c, bc.err, bc.at = c, notSent(err), time.Now()
+	close(bc.done)
+	cc.mu.Unlock()
+	if c != nil {
+		cc.spawn(func() { cc.watchConn(c) })
+	}
+}
+
+// watchConn asks for the topology again when c's connection dies (not
+// when the client drops it: invalidate does that).
+func (cc *ClusterClient) watchConn(c *Client) {
+	select {
+	case <-c.conn.Context().Done():
+		if c.ctx.Err() == nil {
+			cc.kickTopology()
+		}
+	case <-c.ctx.Done():
+	case <-cc.ctx.Done():
+	}
+}
+
+// invalidate drops c, a connection that failed, if it is still the one
+// held for its broker; a connection already replaced is left alone, so a
+// late report cannot drop its successor.
+func (cc *ClusterClient) invalidate(c *Client) {
+	if cc.id != nil {
+		cc.invalidateHandle(c)
+		return
+	}
+	cc.mu.Lock()
+	found := false
+	for addr, bc := range cc.conns {
+		if bc.ready() && bc.c == c {
+			delete(cc.conns, addr)
+			found = true
+		}
+	}
+	if cc.cur == c {
+		cc.cur = nil
+	}
+	cc.mu.Unlock()
+	if !found {
+		return
+	}
+	c.shutdown(ErrSubscriptionLost)
+	reconnects.Inc()
+	cc.kickTopology()
+}
+
+// do runs op on the entry connection. If it fails because the
 // connection is gone, the connection is replaced and op runs once more
 // when retry says that is safe.
 func (cc *ClusterClient) do(ctx context.Context, retry func(error) bool, op func(*Client) error) error {
@@ -151,107 +433,6 @@ func (cc *ClusterClient) do(ctx context.Context, retry func(error) bool, op func
 
 func always(error) bool { return true }
 
-// publishRetry allows a retry only when nothing was sent; an acked publish
-// lost in flight is reported as outcome unknown.
-func (cc *ClusterClient) publish(ctx context.Context, ack AckMode, op func(*Client) error) error {
-	err := cc.do(ctx, wasNotSent, op)
-	var be *BrokerError
-	if err != nil && ack != AckNone && errors.Is(err, ErrConnectionLost) && !wasNotSent(err) && !errors.As(err, &be) {
-		return outcomeUnknown(err)
-	}
-	return err
-}
-
-// Publish is Client.Publish on the current connection.
-func (cc *ClusterClient) Publish(ctx context.Context, namespace, stream string, payload []byte, ack AckMode) error {
-	return cc.publish(ctx, ack, func(c *Client) error { return c.Publish(ctx, namespace, stream, payload, ack) })
-}
-
-// PublishBatch is Client.PublishBatch on the current connection.
-func (cc *ClusterClient) PublishBatch(ctx context.Context, namespace, stream string, payloads [][]byte, ack AckMode) error {
-	return cc.publish(ctx, ack, func(c *Client) error { return c.PublishBatch(ctx, namespace, stream, payloads, ack) })
-}
-
-// PublishKeyed is Client.PublishKeyed on the current connection.
-func (cc *ClusterClient) PublishKeyed(ctx context.Context, namespace, stream string, key, payload []byte, ack AckMode) error {
-	return cc.publish(ctx, ack, func(c *Client) error { return c.PublishKeyed(ctx, namespace, stream, key, payload, ack) })
-}
-
-// PublishAcked is Client.PublishAcked on the current connection.
-func (cc *ClusterClient) PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack AckMode) (res PublishResult, err error) {
-	err = cc.publish(ctx, ack, func(c *Client) (err error) {
-		res, err = c.PublishAcked(ctx, namespace, stream, payload, ack)
-		return err
-	})
-	return res, err
-}
-
-// PublishBatchAcked is Client.PublishBatchAcked on the current connection.
-func (cc *ClusterClient) PublishBatchAcked(ctx context.Context, namespace, stream string, payloads [][]byte, ack AckMode) (res PublishResult, err error) {
-	err = cc.publish(ctx, ack, func(c *Client) (err error) {
-		res, err = c.PublishBatchAcked(ctx, namespace, stream, payloads, ack)
-		return err
-	})
-	return res, err
-}
-
-// PublishKeyedAcked is Client.PublishKeyedAcked on the current connection.
-func (cc *ClusterClient) PublishKeyedAcked(ctx context.Context, namespace, stream string, key, payload []byte, ack AckMode) (res PublishResult, err error) {
-	err = cc.publish(ctx, ack, func(c *Client) (err error) {
-		res, err = c.PublishKeyedAcked(ctx, namespace, stream, key, payload, ack)
-		return err
-	})
-	return res, err
-}
-
-// Subscribe is Client.Subscribe on the current connection, returning a
-// subscription that resumes by itself on a durable stream.
-func (cc *ClusterClient) Subscribe(ctx context.Context, namespace, stream string) (*ClusterSubscription, error) {
-	var sub *Subscription
-	err := cc.do(ctx, always, func(c *Client) (err error) {
-		sub, err = c.Subscribe(ctx, namespace, stream)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return newClusterSubscription(cc, sub, 0), nil
-}
-
-// SubscribeFrom is Client.SubscribeFrom on the current connection,
-// returning a subscription that resumes by itself on a durable stream.
-func (cc *ClusterClient) SubscribeFrom(ctx context.Context, namespace, stream string, o SubscribeOptions) (*ClusterSubscription, error) {
-	var sub *Subscription
-	err := cc.do(ctx, always, func(c *Client) (err error) {
-		sub, err = c.SubscribeFrom(ctx, namespace, stream, o)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return newClusterSubscription(cc, sub, o.Shard), nil
-}
-
-// Read is Client.Read on the current connection; reading changes
-// nothing, so it is retried after a reconnect.
-func (cc *ClusterClient) Read(ctx context.Context, namespace, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (page *ReadPage, err error) {
-	err = cc.do(ctx, always, func(c *Client) (err error) {
-		page, err = c.Read(ctx, namespace, stream, shard, from, end, maxRecords)
-		return err
-	})
-	return page, err
-}
-
-// OffsetForTime is Client.OffsetForTime on the current connection,
-// retried after a reconnect.
-func (cc *ClusterClient) OffsetForTime(ctx context.Context, namespace, stream string, shard uint32, t time.Time) (offset uint64, ok bool, err error) {
-	err = cc.do(ctx, always, func(c *Client) (err error) {
-		offset, ok, err = c.OffsetForTime(ctx, namespace, stream, shard, t)
-		return err
-	})
-	return offset, ok, err
-}
-
 // SupportsRead is Client.SupportsRead for the last broker connected.
 func (cc *ClusterClient) SupportsRead() bool {
 	return cc.features.Load()&wire.FeatureStreamRead != 0
@@ -263,56 +444,64 @@ func (cc *ClusterClient) SupportsOffsetForTime() bool {
 	return cc.features.Load()&wire.FeatureRecordTimestamps != 0
 }
 
-// CachePut is Client.CachePut; a put is retried after a reconnect, since
-// writing the same value twice leaves the same state.
-func (cc *ClusterClient) CachePut(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration) error {
-	return cc.do(ctx, always, func(c *Client) error { return c.CachePut(ctx, namespace, cache, key, value, ttl) })
-}
-
-// CacheGet is Client.CacheGet on the current connection.
-func (cc *ClusterClient) CacheGet(ctx context.Context, namespace, cache, key string) (value []byte, found bool, err error) {
-	err = cc.do(ctx, always, func(c *Client) (err error) {
-		value, found, err = c.CacheGet(ctx, namespace, cache, key)
-		return err
-	})
-	return value, found, err
-}
-
-// CacheDelete is Client.CacheDelete; it is retried only when the first
-// attempt never left the client, since a repeat would report the key gone.
-func (cc *ClusterClient) CacheDelete(ctx context.Context, namespace, cache, key string) (value []byte, found bool, err error) {
-	err = cc.do(ctx, wasNotSent, func(c *Client) (err error) {
-		value, found, err = c.CacheDelete(ctx, namespace, cache, key)
-		return err
-	})
-	return value, found, err
-}
-
-// Finish flushes fire-and-forget publishes on the current connection. It
-// does not reconnect. Frames queued on a connection that died are reported
-// as failures while that connection is current; once a later call has
-// replaced it, they are lost without a report.
+// Finish flushes fire-and-forget publishes on every live connection. It
+// does not reconnect. Frames queued on a connection that died are
+// reported as failures while that connection is held; once a later call
+// has replaced it, they are lost without a report.
 func (cc *ClusterClient) Finish(ctx context.Context) error {
 	cc.mu.Lock()
-	c, closed := cc.cur, cc.closed
-	cc.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case c == nil:
-		return nil
+	closed := cc.closed
+	var live []*Client
+	if cc.id != nil {
+		for _, h := range cc.handles {
+			live = append(live, h)
+		}
+	} else {
+		for _, bc := range cc.conns {
+			if bc.ready() && bc.err == nil {
+				live = append(live, bc.c)
+			}
+		}
 	}
-	return c.Finish(ctx)
+	cc.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	var errs []error
+	for _, c := range live {
+		errs = append(errs, c.Finish(ctx))
+	}
+	return errors.Join(errs...)
 }
 
-// Close closes the current connection; later calls return ErrClosed.
+// Close closes every connection and stops the background work; later
+// calls return ErrClosed. On an identity's client it ends only that
+// identity's streams.
 func (cc *ClusterClient) Close() error {
 	cc.mu.Lock()
-	c := cc.cur
-	cc.cur, cc.closed = nil, true
+	if cc.closed {
+		cc.mu.Unlock()
+		return nil
+	}
+	cc.closed = true
+	var all []*Client
+	for _, bc := range cc.conns {
+		if bc.ready() && bc.c != nil {
+			all = append(all, bc.c)
+		}
+	}
+	for _, h := range cc.handles {
+		all = append(all, h)
+	}
+	cc.conns, cc.handles, cc.cur = map[string]*brokerConn{}, map[*Client]*Client{}, nil
 	cc.mu.Unlock()
-	if c != nil {
-		return c.Close()
+	cc.cancel()
+	for _, c := range all {
+		_ = c.Close()
+	}
+	cc.wg.Wait()
+	if cc.resolver != nil {
+		cc.resolver.wait()
 	}
 	return nil
 }

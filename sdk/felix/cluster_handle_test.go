@@ -33,7 +33,7 @@ func TestClusterHandleFollowsTheGateway(t *testing.T) {
 		t.Fatalf("%d connections to the first broker, want the gateway's one", conns)
 	}
 
-	old := gw.cur
+	old := entryOf(gw)
 	f1.Kill()
 	<-old.conn.Context().Done()
 	if err := alice.Publish(ctx, "ns", "s", []byte("two"), AckPerMessage); err != nil {

@@ -49,6 +49,13 @@ type resumable[T any, S resumableStream[T]] struct {
 	admit func(it T) (deliver, progress bool)
 	// resumed records that the stream now runs from from.
 	resumed func(from uint64)
+	// notify, when set, hears of every resume, on the goroutine calling
+	// next, before the resumed stream's first item: where it carries on
+	// and why it had ended.
+	notify func(from uint64, cause error)
+	// via runs open on the broker the stream belongs on; nil means the
+	// entry broker.
+	via func(ctx context.Context, open func(*Client) (S, error)) (S, error)
 
 	failures int // resume attempts since the stream last made progress
 	resumes  atomic.Int64
@@ -56,9 +63,17 @@ type resumable[T any, S resumableStream[T]] struct {
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	cur    S // the zero S once closed
-	closed bool
+	mu      sync.Mutex
+	cur     S // the zero S once closed
+	closed  bool
+	lastEnd error // why the stream last ended and was resumed
+}
+
+// endedBy returns why the stream last ended before a resume, or nil.
+func (r *resumable[T, S]) endedBy() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastEnd
 }
 
 func (r *resumable[T, S]) init(cc *ClusterClient, first S) {
@@ -101,6 +116,9 @@ func (r *resumable[T, S]) next(ctx context.Context) (T, error) {
 		if ctx.Err() != nil { // the next call resumes
 			return zero, ctx.Err()
 		}
+		r.mu.Lock()
+		r.lastEnd = err
+		r.mu.Unlock()
 		if err := r.resume(ctx, from, err); err != nil {
 			return zero, err
 		}
@@ -158,6 +176,9 @@ func (r *resumable[T, S]) backoff(ctx context.Context) error {
 // openAt opens the stream on a live connection, dropping a connection that
 // turns out to be dead.
 func (r *resumable[T, S]) openAt(ctx context.Context, from uint64) (S, error) {
+	if r.via != nil {
+		return r.via(ctx, func(c *Client) (S, error) { return r.open(ctx, c, from) })
+	}
 	c, err := r.cc.client(ctx)
 	if err != nil {
 		var zero S
@@ -185,6 +206,9 @@ func (r *resumable[T, S]) swap(s S, from uint64) error {
 	r.resumed(from)
 	r.resumes.Add(1)
 	r.metric.Inc()
+	if r.notify != nil {
+		r.notify(from, r.endedBy())
+	}
 	return nil
 }
 

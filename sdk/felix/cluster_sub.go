@@ -33,6 +33,7 @@ type ClusterSubscription struct {
 	hasLast bool
 	from    uint64 // where a resume subscribes, valid when fromOK
 	fromOK  bool
+	hint    string // the new owner a shard_moved named, for the next resume
 }
 
 func newClusterSubscription(cc *ClusterClient, sub *Subscription, shard uint32) *ClusterSubscription {
@@ -42,7 +43,16 @@ func newClusterSubscription(cc *ClusterClient, sub *Subscription, shard uint32) 
 	cs.r.init(cc, sub)
 	cs.r.what, cs.r.metric = "subscription", subscriptionResumes
 	cs.r.open, cs.r.point, cs.r.admit, cs.r.resumed = cs.subscribeAt, cs.resumePoint, cs.admit, cs.resumedAt
+	cs.r.via = cs.via
 	return cs
+}
+
+// via opens the subscription again on its shard's owner: the one a
+// shard_moved named, else the one the client knows.
+func (cs *ClusterSubscription) via(ctx context.Context, open func(*Client) (*Subscription, error)) (*Subscription, error) {
+	hint := cs.hint
+	cs.hint = ""
+	return openRouted(ctx, cs.r.cc, streamRoute(cs.namespace, cs.stream, nil, cs.shard), hint, open)
 }
 
 // ID returns the broker-assigned id of the current underlying
@@ -87,6 +97,9 @@ func (cs *ClusterSubscription) admit(ev Event) (deliver, progress bool) {
 // resumePoint says where to resubscribe after the subscription ended with
 // err, or false when it cannot resume.
 func (cs *ClusterSubscription) resumePoint(_ *Subscription, err error) (uint64, bool) {
+	if moved, ok := errors.AsType[*ShardMovedError](err); ok {
+		return cs.movedPoint(moved)
+	}
 	var lagged *SubscriptionLagged
 	isLag := errors.As(err, &lagged)
 	if !isLag && !errors.Is(err, ErrSubscriptionLost) && !errors.Is(err, ErrConnectionLost) {
@@ -101,6 +114,26 @@ func (cs *ClusterSubscription) resumePoint(_ *Subscription, err error) (uint64, 
 	return 0, false
 }
 
+// movedPoint says where to resubscribe after the shard moved: at
+// max(last delivered + 1, ResumeFrom), on the new owner. A stream without
+// offsets cannot resume; the ShardMovedError, an ErrSubscriptionLost, is
+// returned by Next.
+func (cs *ClusterSubscription) movedPoint(moved *ShardMovedError) (uint64, bool) {
+	cs.hint = moved.Addr
+	if oc := cs.r.cc.owners; oc != nil {
+		oc.drop(ownerKey{kind: KindStream, namespace: cs.namespace, name: cs.stream}, cs.shard)
+	}
+	switch {
+	case moved.ResumeFrom != nil && cs.fromOK:
+		return max(cs.from, *moved.ResumeFrom), true
+	case cs.fromOK:
+		return cs.from, true
+	case moved.ResumeFrom != nil:
+		return *moved.ResumeFrom, true
+	}
+	return 0, false
+}
+
 // subscribeAt subscribes at from on c.
 func (cs *ClusterSubscription) subscribeAt(ctx context.Context, c *Client, from uint64) (*Subscription, error) {
 	return c.SubscribeFrom(ctx, cs.namespace, cs.stream, SubscribeOptions{Start: AtOffset(from), Shard: cs.shard})
@@ -110,3 +143,5 @@ func (cs *ClusterSubscription) resumedAt(from uint64) { cs.from, cs.fromOK = fro
 
 // Close ends the subscription; Next returns ErrClosed afterwards.
 func (cs *ClusterSubscription) Close() error { return cs.r.close() }
+
+func (cs *ClusterSubscription) notifyResumes(f func(from uint64, cause error)) { cs.r.notify = f }

@@ -30,7 +30,7 @@ func TestClusterClientFailsOverToNextSeed(t *testing.T) {
 	}
 	f1.nextSubscription()
 
-	old := cc.cur
+	old := entryOf(cc)
 	f1.Kill()
 	<-old.conn.Context().Done()
 
@@ -124,4 +124,12 @@ func TestClusterClientDoesNotResendAmbiguousPublish(t *testing.T) {
 	if cc.Addr() != f2.Addr() {
 		t.Fatalf("on %s", cc.Addr())
 	}
+}
+
+// entryOf returns cc's entry connection; the background topology loop
+// may be replacing it, so it is read under the lock.
+func entryOf(cc *ClusterClient) *Client {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.cur
 }

@@ -2,26 +2,123 @@ package felix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"sync/atomic"
+
+	"github.com/felixmq/felix/wire"
 )
 
-// WatchCache watches a cache over the current connection, replacing a dead
-// one first (see Client.WatchCache). The ClusterCacheWatch it returns
-// watches again by itself, on another seed if need be, when the watch is
-// lost or lags (see ClusterCacheWatch).
+// WatchCache watches a cache (see Client.WatchCache): a key on its key's
+// owner, a prefix of a one-shard cache on that shard's owner, a prefix of
+// a multi-shard cache with one watch per shard, each on its shard's owner
+// and each resuming on its own, merged into one Next (items carry their
+// Shard; see ClusterCacheWatch). A not_leader answer is followed to the
+// broker it names. The ClusterCacheWatch it returns watches again by
+// itself, on another broker if need be, when a watch is lost, lags or its
+// shard moves.
 func (cc *ClusterClient) WatchCache(ctx context.Context, namespace, cache string, filter CacheWatchFilter, opts ...WatchOption) (*ClusterCacheWatch, error) {
-	var w *CacheWatch
-	err := cc.do(ctx, always, func(c *Client) error {
-		var werr error
-		w, werr = c.WatchCache(ctx, namespace, cache, filter, opts...)
-		return werr
+	if filter.Prefix {
+		k := ownerKey{kind: KindCache, namespace: namespace, name: cache}
+		if n := cc.shardCount(ctx, k); n > 1 {
+			return cc.watchSharded(ctx, k, filter, n, opts)
+		}
+		w, err := cc.watchOne(ctx, route{k: k}, filter, opts)
+		if n, ok := needsShards(err); ok && n > 1 {
+			return cc.watchSharded(ctx, k, filter, n, opts)
+		}
+		return w, err
+	}
+	return cc.watchOne(ctx, cacheRoute(namespace, cache, filter.Key), filter, opts)
+}
+
+// reasonWatchNeedsShard is the refusal of a prefix watch naming no shard
+// by a broker that does not own every shard of the cache.
+const reasonWatchNeedsShard = "watch_needs_shard"
+
+// needsShards reports a prefix watch refused with reason
+// watch_needs_shard, and the shard count the refusal names.
+func needsShards(err error) (uint32, bool) {
+	var be *BrokerError
+	if !errors.As(err, &be) || be.Code != wire.CodeInvalidRequest || be.Detail[wire.DetailReason] != reasonWatchNeedsShard {
+		return 0, false
+	}
+	switch n := be.Detail[wire.DetailShards].(type) {
+	case float64:
+		if n >= 1 && n <= math.MaxUint32 && n == math.Trunc(n) {
+			return uint32(n), true
+		}
+	case json.Number:
+		if v, err := strconv.ParseUint(string(n), 10, 32); err == nil {
+			return uint32(v), true
+		}
+	case uint32:
+		return n, true
+	}
+	return 0, false
+}
+
+// shardCount returns the shard count of k the owner cache knows, or 0.
+func (cc *ClusterClient) shardCount(ctx context.Context, k ownerKey) uint32 {
+	if cc.owners == nil {
+		return 0
+	}
+	return cc.owners.lookup(ctx, k).shards
+}
+
+// watchOne opens one watch on r's owner.
+func (cc *ClusterClient) watchOne(ctx context.Context, r route, filter CacheWatchFilter, opts []WatchOption) (*ClusterCacheWatch, error) {
+	ns, cache := r.k.namespace, r.k.name
+	w, err := openRetried(ctx, cc, r, func(c *Client) (*CacheWatch, error) {
+		return c.WatchCache(ctx, ns, cache, filter, opts...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return newClusterCacheWatch(cc, w, namespace, cache, filter, opts), nil
+	cw := newClusterCacheWatch(cc, w, ns, cache, filter, opts)
+	cw.route = r
+	cw.r.via = cw.via
+	return cw, nil
+}
+
+// watchSharded opens one watch per shard of k and merges them.
+func (cc *ClusterClient) watchSharded(ctx context.Context, k ownerKey, filter CacheWatchFilter, n uint32, opts []WatchOption) (*ClusterCacheWatch, error) {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	children := make([]*ClusterCacheWatch, 0, n)
+	for shard := range n {
+		own := append(slices.Clip(opts), WatchShard(shard))
+		if from, ok := o.fromShards[shard]; ok {
+			own = append(own, WatchFrom(from))
+		}
+		w, err := cc.watchOne(ctx, route{k: k, shard: shard}, filter, own)
+		if err != nil {
+			for _, c := range children {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("felix: watch shard %d: %w", shard, err)
+		}
+		children = append(children, w)
+	}
+	cw := &ClusterCacheWatch{namespace: k.namespace, cache: k.name, filter: filter, opts: slices.Clone(opts),
+		merged: &merge[CacheWatchItem]{}}
+	pos := map[uint32]uint64{}
+	for shard, c := range children {
+		cw.merged.children = append(cw.merged.children, c)
+		pos[uint32(shard)] = c.ResumeOffset()
+	}
+	cw.merged.admit = func(shard uint32, it *CacheWatchItem) (uint64, bool) {
+		it.Shard = shard
+		return children[shard].ResumeOffset(), true
+	}
+	cw.merged.start(pos)
+	return cw, nil
 }
 
 // ClusterCacheWatch is a cache watch opened through a ClusterClient. It
@@ -65,6 +162,13 @@ type ClusterCacheWatch struct {
 	// ResumeOffset, then moved as CacheWatch moves it by every item Next
 	// returns, and forward to where a resume watches from.
 	resume atomic.Uint64
+
+	route route  // where the watch belongs: its key's or shard's owner
+	hint  string // the new owner a shard_moved named, for the next resume
+
+	// merged, on a prefix watch of a multi-shard cache, is the merge of
+	// one ClusterCacheWatch per shard; r is then unused.
+	merged *merge[CacheWatchItem]
 }
 
 func newClusterCacheWatch(cc *ClusterClient, w *CacheWatch, namespace, cache string, filter CacheWatchFilter, opts []WatchOption) *ClusterCacheWatch {
@@ -82,17 +186,65 @@ func newClusterCacheWatch(cc *ClusterClient, w *CacheWatch, namespace, cache str
 }
 
 // ResumeOffset is the offset to pass to WatchFrom to carry on after the
-// last item Next returned, as CacheWatch.ResumeOffset.
-func (cw *ClusterCacheWatch) ResumeOffset() uint64 { return cw.resume.Load() }
+// last item Next returned, as CacheWatch.ResumeOffset. A watch of several
+// shards has one per shard: it returns 0, and ResumeOffsets tells them.
+func (cw *ClusterCacheWatch) ResumeOffset() uint64 {
+	if cw.merged != nil {
+		return 0
+	}
+	return cw.resume.Load()
+}
 
-// Resumes returns how many times the watch watched again.
-func (cw *ClusterCacheWatch) Resumes() int { return int(cw.r.resumes.Load()) }
+// ResumeOffsets is ResumeOffset per shard: pass it to WatchFromShards to
+// carry on a watch of several shards. A one-shard watch reports its shard.
+func (cw *ClusterCacheWatch) ResumeOffsets() map[uint32]uint64 {
+	if cw.merged != nil {
+		return cw.merged.positions()
+	}
+	return map[uint32]uint64{cw.route.shard: cw.resume.Load()}
+}
+
+// Shards returns how many shards the watch reads: one per merged watch.
+func (cw *ClusterCacheWatch) Shards() int {
+	if cw.merged != nil {
+		return len(cw.merged.children)
+	}
+	return 1
+}
+
+// Resumes returns how many times the watch (every shard's, when merged)
+// watched again.
+func (cw *ClusterCacheWatch) Resumes() int {
+	if cw.merged != nil {
+		return cw.merged.resumes()
+	}
+	return int(cw.r.resumes.Load())
+}
+
+// via opens the watch again on its owner: the one a shard_moved named,
+// else the one the client knows.
+func (cw *ClusterCacheWatch) via(ctx context.Context, open func(*Client) (*CacheWatch, error)) (*CacheWatch, error) {
+	hint := cw.hint
+	cw.hint = ""
+	return openRouted(ctx, cw.r.cc, cw.route, hint, open)
+}
 
 // Next returns the next item, watching again when the watch ends for a
 // reason a resume cures (see the type's doc). It is cancel-safe like
 // CacheWatch.Next; a ctx that ends during a resume returns ctx's error,
 // and the next call resumes again. After Close it returns ErrClosed.
-func (cw *ClusterCacheWatch) Next(ctx context.Context) (CacheWatchItem, error) { return cw.r.next(ctx) }
+//
+// A watch of several shards returns each shard's items in that shard's
+// order, with their Shard set; each shard delivers its own current values
+// and StateComplete item. When one shard's watch resumes or ends for
+// good, Next returns a *ShardNotice as its error (the other shards carry
+// on; call Next again), and ErrSubscriptionLost once every shard ended.
+func (cw *ClusterCacheWatch) Next(ctx context.Context) (CacheWatchItem, error) {
+	if cw.merged != nil {
+		return cw.merged.next(ctx, func(it CacheWatchItem) uint32 { return it.Shard })
+	}
+	return cw.r.next(ctx)
+}
 
 // admit moves the resume offset past an item, and drops a change below it:
 // one delivered before a resume.
@@ -115,6 +267,16 @@ func (cw *ClusterCacheWatch) admit(it CacheWatchItem) (deliver, progress bool) {
 // resumePoint says where to watch again after w ended with err: the lag's
 // ResumeFrom, or w's ResumeOffset when the watch was lost.
 func (cw *ClusterCacheWatch) resumePoint(w *CacheWatch, err error) (uint64, bool) {
+	if moved, ok := errors.AsType[*ShardMovedError](err); ok {
+		cw.hint = moved.Addr
+		if oc := cw.r.cc.owners; oc != nil {
+			oc.drop(cw.route.k, cw.route.shard)
+		}
+		if moved.ResumeFrom != nil {
+			return max(w.ResumeOffset(), *moved.ResumeFrom), true
+		}
+		return w.ResumeOffset(), true
+	}
 	if lagged, ok := errors.AsType[*CacheWatchLagged](err); ok {
 		return lagged.ResumeFrom, true
 	}
@@ -147,4 +309,11 @@ func (cw *ClusterCacheWatch) resumedAt(from uint64) {
 }
 
 // Close ends the watch; Next returns ErrClosed afterwards.
-func (cw *ClusterCacheWatch) Close() error { return cw.r.close() }
+func (cw *ClusterCacheWatch) Close() error {
+	if cw.merged != nil {
+		return cw.merged.close()
+	}
+	return cw.r.close()
+}
+
+func (cw *ClusterCacheWatch) notifyResumes(f func(from uint64, cause error)) { cw.r.notify = f }

@@ -11,10 +11,13 @@
 // there with a *BrokerError of code unauthorized. ConfigFromEnv reads the
 // FELIX_* variables; bad values are reported by Connect.
 //
-// ClusterClient has the same methods and keeps one Client to one of its
-// seeds, replacing it when the connection dies (see its doc for which
-// calls are retried). Its Subscribe and SubscribeFrom return a
-// *ClusterSubscription (see Durable streams).
+// ClusterClient has the same methods for a cluster: it learns every
+// broker from one of its seeds (topology), keeps one Client per broker,
+// replaced when its connection dies, and sends each call to the owner of
+// its shard (see its doc for routing and which calls are retried). Its
+// Subscribe and SubscribeFrom return a *ClusterSubscription (see Durable
+// streams); SubscribeSharded reads every shard of a stream as one
+// *ShardedSubscription.
 //
 // # Publishing
 //
@@ -138,7 +141,9 @@
 //
 // Refusals from the broker are *BrokerError (use errors.As and branch on
 // Retry). *SubscribeCursorError and *SubscriptionLagged carry offsets to
-// act on. ErrConnectionLost wraps failures caused by the connection going
+// act on. *NotLeaderError names the broker that owns a shard a request
+// was refused for, and *ShardMovedError ends a subscription or watch
+// whose shard moved (a ClusterClient follows both by itself). ErrConnectionLost wraps failures caused by the connection going
 // away, ErrSubscriptionLost ends subscriptions that lost their stream, and
 // ErrClosed is returned after Close.
 //

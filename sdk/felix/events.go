@@ -20,11 +20,12 @@ func (s *Subscription) readFrame(fr *wire.FrameReader, dst []Event) ([]Event, er
 		// is a clean end.
 		var lagged *SubscriptionLagged
 		var be *BrokerError
-		return dst, &streamEnd{err: err, clean: errors.As(err, &lagged) || errors.As(err, &be)}
+		var moved *ShardMovedError
+		return dst, &streamEnd{err: err, clean: errors.As(err, &lagged) || errors.As(err, &be) || errors.As(err, &moved)}
 	}
 	for i, p := range b.payloads {
 		ev := b.event(i, p)
-		ev.Namespace, ev.Stream = s.namespace, s.stream
+		ev.Namespace, ev.Stream, ev.Shard = s.namespace, s.stream, s.shard
 		dst = append(dst, ev)
 	}
 	eventsReceived.Add(len(b.payloads))
@@ -112,6 +113,8 @@ func decodeEventFrame(f wire.Frame) (eventBatch, error) {
 		return eventBatch{}, fromWire(m.Err())
 	case *wire.SubscriptionLagged:
 		return eventBatch{}, &SubscriptionLagged{SubscriptionID: m.SubscriptionID, ResumeFrom: m.ResumeFrom}
+	case *wire.ShardMoved:
+		return eventBatch{}, shardMovedError(m)
 	}
 	return eventBatch{}, nil
 }

@@ -156,3 +156,35 @@ func ExampleClusterClient_SubscribeFrom() {
 		sub.Close()
 	}
 }
+
+// Read every shard of a stream as one subscription, and carry on later
+// from the per-shard positions.
+func ExampleClusterClient_SubscribeSharded() {
+	ctx := context.Background()
+	cluster, err := felix.ConnectCluster(ctx, []string{"broker-1:7700"}, felix.ConfigFromEnv())
+	if err != nil {
+		fmt.Println("connect:", err)
+		return
+	}
+	defer cluster.Close()
+	sub, err := cluster.SubscribeSharded(ctx, "acme", "orders", felix.ShardedOptions{Start: felix.Earliest()})
+	if err != nil {
+		fmt.Println("subscribe:", err)
+		return
+	}
+	defer sub.Close()
+	for {
+		ev, err := sub.Next(ctx)
+		var notice *felix.ShardNotice
+		switch {
+		case errors.As(err, &notice):
+			fmt.Println(notice) // a shard resumed elsewhere, or ended: the others carry on
+			continue
+		case err != nil:
+			fmt.Println("next:", err)
+			return
+		}
+		fmt.Printf("shard %d offset %d: %s\n", ev.Shard, ev.Offset, ev.Payload)
+		_ = sub.Positions() // save these to resume with ShardedOptions.Positions
+	}
+}

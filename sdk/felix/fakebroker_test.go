@@ -47,6 +47,9 @@ type fakeOpts struct {
 	// watches receives every cache watch the fake accepted (see
 	// fakewatch_test.go); nil refuses cache_watch as unsupported.
 	watches chan *fakeWatch
+	// cluster, when set, makes the fake one broker of a fake cluster
+	// (fakecluster_test.go).
+	cluster *fakeCluster
 }
 
 // pubRecord is one publish the fake received.
@@ -299,6 +302,12 @@ func (fb *fakeBroker) binaryPublish(s *quic.Stream, f wire.Frame) bool {
 	if err != nil {
 		return false
 	}
+	if f.Flags&wire.FlagBinaryPublishAcked != 0 {
+		m := &wire.Publish{Namespace: p.Namespace, Stream: p.Stream, Key: p.Key, RequestID: p.RequestID, Ack: wire.AckPerMessage}
+		if handled, keep := fb.clusterHandle(s, m); handled {
+			return keep
+		}
+	}
 	if p.Namespace == "missing" && f.Flags&wire.FlagBinaryPublishAcked == 0 {
 		return writeMsg(s, wire.NewError(wire.CodeNotFound, "stream not found").ErrorMessage(true)) == nil
 	}
@@ -351,6 +360,9 @@ func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id, base uint
 
 // handle answers one JSON request; false ends the stream.
 func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16, msg wire.Message) bool {
+	if handled, keep := fb.clusterHandle(s, msg); handled {
+		return keep
+	}
 	switch m := msg.(type) {
 	case *wire.Publish:
 		base := fb.record(m.Namespace, m.Stream, [][]byte{m.Payload}, false, m.Key)

@@ -158,7 +158,7 @@ func (p *publishPool) send(ctx context.Context, namespace, stream string, frame 
 	case <-p.c.closedC:
 		p.budget.Release(weight)
 		w.removePending(id)
-		return PublishResult{}, notSent(ErrClosed)
+		return PublishResult{}, notSent(p.c.failure(ErrClosed))
 	}
 	if id == 0 {
 		return PublishResult{}, nil
@@ -175,7 +175,7 @@ func (p *publishPool) send(ctx context.Context, namespace, stream string, frame 
 		return PublishResult{}, ctx.Err()
 	case <-p.c.closedC:
 		w.removePending(id)
-		return PublishResult{}, ErrClosed
+		return PublishResult{}, p.c.failure(ErrClosed)
 	}
 }
 
@@ -190,7 +190,7 @@ func (p *publishPool) finish(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.c.closedC:
-			return ErrClosed
+			return p.c.failure(ErrClosed)
 		}
 	}
 	var errs []error
@@ -201,7 +201,7 @@ func (p *publishPool) finish(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.c.closedC:
-			return ErrClosed
+			return p.c.failure(ErrClosed)
 		}
 	}
 	return errors.Join(errs...)

@@ -116,7 +116,7 @@ func (w *pubWorker) run() {
 	var batch []*pubReq
 	defer func() {
 		if w.cur != nil {
-			w.kill(w.cur, ErrClosed)
+			w.kill(w.cur, w.c.failure(ErrClosed))
 		}
 	}()
 	frameLen := func(r *pubReq) int { return len(r.frame) }

@@ -48,6 +48,8 @@ type Event struct {
 	Publisher string
 	Namespace string
 	Stream    string
+	// Shard is the shard the event was read from.
+	Shard uint32
 }
 
 // Subscribe subscribes to shard 0 of namespace/stream from the latest
@@ -72,6 +74,9 @@ func (c *Client) subscribe(ctx context.Context, namespace, stream string, o *Sub
 		return nil, err
 	}
 	sub := newSubscription(c, ok.SubscriptionID, namespace, stream, cs)
+	if o != nil {
+		sub.shard = o.Shard
+	}
 	sub.startOffset, sub.liveOffset = ok.StartOffset, ok.LiveOffset
 	if err := sub.life.start(); err != nil {
 		return nil, err
@@ -131,7 +136,9 @@ func (c *Client) roundTrip(ctx context.Context, cs *ctrlStream, msg wire.Message
 	case *wire.SubscribeCursorError:
 		return nil, cursorError(m)
 	case *wire.ErrorMsg:
-		return nil, fromWire(m.Err())
+		return nil, brokerErrorFromWire(m.Err())
+	case *wire.NotLeader:
+		return nil, notLeaderError(m)
 	case *wire.Unsupported:
 		return nil, unsupported(m.RequestType)
 	}
@@ -154,6 +161,7 @@ type Subscription struct {
 	life      streamLife[Event]
 	namespace string
 	stream    string
+	shard     uint32
 
 	// Where a subscribe with a start joined a durable stream; nil when the
 	// broker did not say. Set before the subscription is returned.
