@@ -10,6 +10,7 @@ import (
 
 	felixcli "github.com/felixmq/felix/roles/cli"
 	"github.com/felixmq/felix/roles/cli/bench"
+	"github.com/felixmq/felix/roles/dev"
 )
 
 // BuildInfo is what the binary was built from (buildinfo.Read).
@@ -73,7 +74,7 @@ func App(build BuildInfo) *cli.App {
 			Action: func(c *cli.Context) error { return runNode(c, true, false) },
 		},
 	}, felixcli.Commands(build)...)
-	app.Commands = append(app.Commands, bench.Command())
+	app.Commands = append(app.Commands, dev.Command(), bench.Command())
 	felixcli.ApplyConventions(app)
 	return app
 }
