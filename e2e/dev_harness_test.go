@@ -68,9 +68,17 @@ type devCluster struct {
 // interrupts felix dev, and kills whatever node is still running.
 func startDev(t *testing.T, n int, env ...string) *devCluster {
 	t.Helper()
-	d := &devCluster{t: t, dataDir: filepath.Join(t.TempDir(), "felix-dev"), stdout: &syncBuffer{}, stderr: &syncBuffer{},
+	return startDevIn(t, t.TempDir(), n, env...)
+}
+
+// startDevIn is startDev run in the directory dir, with its state in
+// dir/felix-dev (felix dev's default).
+func startDevIn(t *testing.T, dir string, n int, env ...string) *devCluster {
+	t.Helper()
+	d := &devCluster{t: t, dataDir: filepath.Join(dir, "felix-dev"), stdout: &syncBuffer{}, stderr: &syncBuffer{},
 		exited: make(chan struct{}), restarts: map[string]*exec.Cmd{}, restLogs: map[string]*syncBuffer{}}
-	d.cmd = exec.Command(felixBin, "dev", "--data-dir", d.dataDir, "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
+	d.cmd = exec.Command(felixBin, "dev", "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
+	d.cmd.Dir = dir
 	d.cmd.Env = append(append(os.Environ(), clusterTimings...), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.stdout, d.stderr
 	if err := d.cmd.Start(); err != nil {

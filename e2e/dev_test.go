@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,7 +152,11 @@ func TestDevRestartsAKilledNodeFromDevJSON(t *testing.T) {
 // SIGINT to felix dev stops every node it started and then exits 0:
 // no node process is left, and dev.json records none running.
 func TestDevStopsEveryNodeOnInterrupt(t *testing.T) {
-	d := startDev(t, 3)
+	dir := t.TempDir()
+	d := startDevIn(t, dir, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d.mustFelix(ctx, "admin", "stream", "create", "kept", "--durable")
 	if err := d.interrupt(40 * time.Second); err != nil {
 		t.Fatalf("felix dev exit: %v\nstderr:\n%s", err, d.stderr)
 	}
@@ -170,4 +178,81 @@ func TestDevStopsEveryNodeOnInterrupt(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "every node stopped") {
 		t.Errorf("felix dev did not say every node stopped:\n%s", d.stderr)
 	}
+
+	for i := range d.nodes {
+		d.nodes[i].PID = 0 // gone: the cleanup must not signal a PID reused since
+	}
+
+	// felix dev again on the same directory brings the same cluster back,
+	// on the same ports; another, elsewhere, runs beside it.
+	again := startDevIn(t, dir, 3)
+	for i, n := range again.nodes {
+		if n.BrokerAddr != d.nodes[i].BrokerAddr || n.ControlPlaneURL != d.nodes[i].ControlPlaneURL {
+			t.Errorf("%s came back on %s, %s; was %s, %s", n.Name, n.BrokerAddr, n.ControlPlaneURL, d.nodes[i].BrokerAddr, d.nodes[i].ControlPlaneURL)
+		}
+	}
+	again.mustFelix(ctx, "admin", "stream", "get", "kept")
+	other := startDev(t, 1)
+	other.mustFelix(ctx, "admin", "stream", "create", "elsewhere")
+	if _, _, code := again.felix(ctx, "admin", "stream", "get", "elsewhere"); code == 0 {
+		t.Error("a stream of the other cluster is visible in this one")
+	}
+}
+
+// threeNodesMarker introduces the README's "Three nodes" block.
+const threeNodesMarker = "<!-- three nodes: e2e/dev_test.go runs this block as written -->"
+
+// TestReadmeThreeNodes pastes the README's "Three nodes" block, as
+// written, into bash in a directory where `felix dev` runs, with ./felix
+// the binary under test, and checks what its comments promise.
+func TestReadmeThreeNodes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), threeNodesMarker)
+	if !ok {
+		t.Fatalf("README.md has no %q", threeNodesMarker)
+	}
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	script, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README.md: no ```sh block after the three-nodes marker")
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(felixBin, filepath.Join(dir, "felix")); err != nil {
+		t.Fatal(err)
+	}
+	d := startDevIn(t, dir, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	if err := cmd.Wait(); err != nil || strings.Contains(stderr.String(), "error:") {
+		t.Fatalf("the block failed (%v)\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, &stdout, &stderr)
+	}
+	out := stdout.String()
+	for _, want := range []string{"broker-1", "broker-2", "broker-3", "live"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("brokers list lacks %q\n%s", want, out)
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); lines[len(lines)-1] != "hello" {
+		t.Errorf("the sub did not print hello last:\n%s", out)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel2()
+	eventually(t, 30*time.Second, "the six shards over three brokers", func() bool {
+		o := owners(d.placement(ctx2, "orders"))
+		return o[""] == 0 && len(o) == 3
+	})
 }
