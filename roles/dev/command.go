@@ -99,6 +99,11 @@ func run(c *cli.Context) error {
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
+	release, err := lockDataDir(s.dataDir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the felix executable: %w", err)

@@ -2,7 +2,9 @@ package dev
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,4 +153,42 @@ func TestShareCAGivesEveryNodeTheSameCA(t *testing.T) {
 	if created, err := shareCA(dir, p.nodes); err != nil || created {
 		t.Fatalf("second: created=%v err=%v", created, err)
 	}
+	// The node certificates each node issues itself (as its broker does at
+	// start) are accepted by every other node's peer listener.
+	creds := make([]tlsconf.NodeCredentials, len(p.nodes))
+	for i, n := range p.nodes {
+		cert, key, ca, err := tlsconf.WriteNodeCert(filepath.Join(n.DataDir, "tls"), n.NodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if creds[i], err = tlsconf.LoadNodeCredentials(cert, key, ca); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range creds {
+		for j := range creds {
+			opts := x509.VerifyOptions{Roots: creds[j].CAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+			if _, err := creds[i].Cert.Leaf.Verify(opts); err != nil {
+				t.Errorf("%s's node certificate is not trusted by %s: %v", p.nodes[i].Name, p.nodes[j].Name, err)
+			}
+		}
+	}
+}
+
+func TestASecondFelixDevOnOneDirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	release, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockDataDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "another felix dev") || !strings.Contains(err.Error(), fmt.Sprintf("PID %d", os.Getpid())) {
+		t.Fatalf("second lock: %v", err)
+	}
+	release()
+	release2, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	release2()
 }

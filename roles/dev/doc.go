@@ -14,6 +14,7 @@
 //	                                   --data-dir <data-dir> reach the cluster
 //	<data-dir>/dev.json                per node: PID, addresses, data directory and
 //	                                   the argv and env that start it again
+//	<data-dir>/dev.lock                held (flock) by the felix dev running here
 //
 // Contract:
 //
@@ -28,4 +29,6 @@
 //  3. A child that exits is reported with the command that restarts it;
 //     the others keep running. felix dev exits when none is left.
 //  4. Every line a child writes is prefixed "node<i> | ".
+//  5. A second felix dev on a directory in use stops before it writes
+//     anything there.
 package dev
