@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/felixmq/felix/roles/broker/tlsconf"
 )
@@ -191,4 +195,53 @@ func TestASecondFelixDevOnOneDirectoryIsRefused(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	release2()
+}
+
+// runDev runs `felix dev` with args in a bare app and returns the exit
+// code its error asks for (0 for none) and the error's text.
+func runDev(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	app := &cli.App{Name: "felix", Commands: []*cli.Command{Command()}, ExitErrHandler: func(*cli.Context, error) {},
+		Writer: io.Discard, ErrWriter: io.Discard}
+	err := app.Run(append([]string{"felix", "dev"}, args...))
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode(), ec.Error()
+	}
+	if err != nil {
+		return 1, err.Error()
+	}
+	return 0, ""
+}
+
+func TestDevRefusesBadSettingsBeforeStartingAnything(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes 0"},
+		{[]string{"--nodes", "16"}, "--nodes 16"},
+		{[]string{"--base-port", "-1"}, "--base-port -1"},
+		{[]string{"--stop-timeout", "0s"}, "--stop-timeout"},
+		{[]string{"--data-dir", ""}, "--data-dir"},
+	} {
+		code, msg := runDev(t, append([]string{"--data-dir", dir}, tc.args...)...)
+		if code != 2 || !strings.Contains(msg, tc.want) {
+			t.Errorf("%v: exit %d %q, want 2 naming %s", tc.args, code, msg, tc.want)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Error("a refused felix dev created its data directory")
+	}
+	// A directory holding a 3-node cluster keeps its count.
+	os.MkdirAll(dir, 0o700)
+	p, err := newPlan("/bin/felix", dir, 3, 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeDevFile(dir, p.nodes)
+	if code, msg := runDev(t, "--data-dir", dir, "--nodes", "5"); code != 2 || !strings.Contains(msg, "3-node cluster") {
+		t.Errorf("--nodes 5 on a 3-node directory: exit %d %q", code, msg)
+	}
 }
