@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -255,4 +256,18 @@ func TestReadmeThreeNodes(t *testing.T) {
 		o := owners(d.placement(ctx2, "orders"))
 		return o[""] == 0 && len(o) == 3
 	})
+}
+
+// A felix dev killed outright (kill -9) leaves no node behind: each gets
+// SIGTERM from the kernel (Linux) and stops.
+func TestDevNodesStopWhenFelixDevIsKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	d := startDev(t, 3)
+	d.cmd.Process.Kill()
+	<-d.exited
+	for _, n := range d.nodes {
+		eventually(t, 30*time.Second, n.Name+" to stop after felix dev died", func() bool { return !processAlive(n.PID) })
+	}
 }

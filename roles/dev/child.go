@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 )
 
 // prefixWriter writes whole lines to out, each preceded by prefix. Lines
@@ -77,7 +76,7 @@ type child struct {
 func startChild(n *nodeInfo, stdout, stderr io.Writer, mu *sync.Mutex) (*child, error) {
 	cmd := exec.Command(n.Argv[0], n.Argv[1:]...)
 	cmd.Env = append(os.Environ(), n.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	prefix := n.Name + " | "
 	c := &child{info: n, cmd: cmd, done: make(chan struct{}),
 		stdout: &prefixWriter{mu: mu, out: stdout, prefix: prefix},
