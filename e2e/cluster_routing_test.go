@@ -92,6 +92,8 @@ func brokerCode(err error) wire.Code {
 // contiguous.
 func collectShard(ctx context.Context, t *testing.T, cc *felix.ClusterClient, stream string, shard uint32, want int) []felix.Event {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	sub, err := cc.SubscribeFrom(ctx, "default", stream, felix.SubscribeOptions{Start: felix.Earliest(), Shard: shard})
 	if err != nil {
 		t.Fatalf("subscribe to shard %d: %v", shard, err)
