@@ -191,9 +191,12 @@ func (b *Broker) ApplyCache(spec wire.CacheSpec) error {
 	}
 	if c := b.caches[k]; c != nil {
 		c.setLimits(maxEntries, maxBytes)
+		c.placed.Store(max(spec.Shards, 1))
 		return nil
 	}
-	b.caches[k] = newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
+	c := newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
+	c.placed.Store(max(spec.Shards, 1))
+	b.caches[k] = c
 	return nil
 }
 
@@ -353,4 +356,31 @@ func (b *Broker) ApplyRetention() {
 	for _, st := range streams {
 		st.applyRetention()
 	}
+}
+
+// OpenStreamShard opens shard of the stream k for an ownership of
+// generation (with Config.PlacedShards; without it every shard is open
+// already). A durable shard opens its log and continues its offsets; an
+// in-memory one starts empty. An open shard stays open, taking the new
+// generation. A stream the broker does not hold refuses with not_found,
+// a shard it does not have with invalid_request.
+func (b *Broker) OpenStreamShard(k StreamKey, shard uint32, generation uint64) error {
+	st, ok := b.Stream(k)
+	if !ok {
+		return wire.NewError(wire.CodeNotFound, "stream %s/%s/%s is not known to this broker", k.Tenant, k.Namespace, k.Stream)
+	}
+	return st.open(shard, generation)
+}
+
+// CloseStreamShard closes shard of the stream k on this broker: its
+// subscribers end with cause (a *ShardMovedError when the shard moved),
+// later requests to it are refused (Stream.Shard: shard_unavailable), and
+// a durable shard's log closes; its files stay. It reports whether the
+// shard was open.
+func (b *Broker) CloseStreamShard(k StreamKey, shard uint32, cause error) bool {
+	st, ok := b.Stream(k)
+	if !ok {
+		return false
+	}
+	return st.closeShard(shard, cause)
 }

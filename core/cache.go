@@ -30,6 +30,9 @@ type Cache struct {
 	bytes   atomic.Int64
 	mask    uint64
 	shards  []cacheShard
+	// placed is the cache's shard count from its spec (at least 1): how
+	// many parts the cluster splits its keys into, not its lock shards.
+	placed atomic.Uint32
 	// log assigns offsets to applied writes and feeds watches.
 	log cacheLog
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"encoding/base64"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -215,7 +214,7 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 		}
 	}
 	for _, w := range l.prefix {
-		if strings.HasPrefix(key, w.key) && !w.push(ch) {
+		if w.matches(key) && !w.push(ch) {
 			lagged = append(lagged, w)
 		}
 	}

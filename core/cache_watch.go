@@ -33,6 +33,11 @@ type CacheWatchOptions struct {
 	// Now decides which entries have expired for the retained values
 	// (zero: time.Now()).
 	Now time.Time
+	// Shard, on a prefix watch of a cache of Shards shards (Shards > 1),
+	// limits the watch to the keys of that shard (wire.ShardForKey). A
+	// key watch reads its key's shard and needs none.
+	Shard  *uint32
+	Shards uint32
 	// Notify, when set, is called whenever Ready is signalled. It runs
 	// under the cache's locks, on the writer's goroutine: it must not
 	// block or call into the cache.
@@ -74,6 +79,9 @@ type CacheWatch struct {
 	prefix   bool
 	maxBytes int64
 	notify   func()
+	// shard and shards, when shards > 1, limit a prefix watch to the keys
+	// of one shard.
+	shard, shards uint32
 
 	// signalled is set by every signal and cleared by TakeSignal; readyC
 	// is made only when someone asks for Ready, so the broker, which
@@ -115,6 +123,12 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 	w := &CacheWatch{c: c, id: lastSubscriberID.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, notify: opts.Notify}
 	if w.maxBytes <= 0 {
 		w.maxBytes = l.env.maxBytes
+	}
+	if opts.Prefix && opts.Shard != nil && opts.Shards > 1 {
+		if *opts.Shard >= opts.Shards {
+			return nil, CacheWatchInfo{}, wire.CheckShard("cache", c.key.Cache, *opts.Shard, opts.Shards)
+		}
+		w.shard, w.shards = *opts.Shard, opts.Shards
 	}
 	l.logMu.Lock()
 	if l.ended != nil {
@@ -310,7 +324,7 @@ func (w *CacheWatch) ID() uint64 { return w.id }
 
 func (w *CacheWatch) matches(key string) bool {
 	if w.prefix {
-		return strings.HasPrefix(key, w.key)
+		return strings.HasPrefix(key, w.key) && (w.shards <= 1 || wire.ShardForKey([]byte(key), w.shards) == w.shard)
 	}
 	return key == w.key
 }

@@ -73,6 +73,11 @@ type Config struct {
 	// Storage, when set, makes durable streams write segment logs; nil
 	// serves them from memory.
 	Storage *StorageConfig
+	// PlacedShards makes a stream open only the shards this broker is
+	// placed on: ApplyStream opens none, OpenStreamShard opens one and
+	// CloseStreamShard closes it (a broker in a cluster). False (the
+	// default, standalone) opens every shard at ApplyStream.
+	PlacedShards bool
 
 	// metrics are the broker's own metrics, set by NewBroker (whatever the
 	// caller's Config held); streams, shards and the watch environment

@@ -24,6 +24,21 @@
 // files of its own identity set aside earlier. HeldStreams reports what
 // is kept without being served.
 //
+// # Placed shards
+//
+// A broker in a cluster serves only the shards placed on it
+// (Config.PlacedShards). Its ApplyStream opens no shard: OpenStreamShard
+// opens one (a durable shard claims the stream's directory on the first
+// open and continues its log's offsets; an in-memory one starts empty)
+// and CloseStreamShard closes it, ending its subscribers with the cause
+// given (a *ShardMovedError naming the new owner) and closing its log;
+// the files stay. A shard not open here answers Stream.Shard with
+// shard_unavailable, reason not_ready. An update keeps open shards open;
+// a replaced stream opens none. Without PlacedShards every shard opens
+// with its stream, as on a standalone broker. A cache holds every key it
+// is given; Cache.DropShard forgets the keys of one shard (and ends the
+// watches reading it) when the broker loses that shard.
+//
 // # Publishing
 //
 // A keyed publish picks its shard with Stream.ShardForKey: the jump

@@ -46,7 +46,7 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 		return nil, errEmptyBatch()
 	}
 	if sh.closed.Load() {
-		return nil, errStreamGone(sh.stream.key)
+		return nil, sh.errClosed()
 	}
 	if sh.unavailable != nil {
 		return nil, sh.errUnavailable(sh.unavailable)
@@ -231,7 +231,7 @@ func (sh *Shard) subscribeDurable(ctx context.Context, opts SubscribeOptions) (*
 		s.q.preload(backlog)
 	}
 	if !sh.register(s) {
-		return nil, errStreamGone(sh.stream.key)
+		return nil, sh.errClosed()
 	}
 	return s, nil
 }

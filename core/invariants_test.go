@@ -70,7 +70,7 @@ func (sh *Shard) checkRegistry() error {
 func mustCheck(t *testing.T, st *Stream) {
 	t.Helper()
 	t.Cleanup(func() {
-		for _, sh := range st.shards {
+		for _, sh := range st.openShards() {
 			if err := sh.check(); err != nil {
 				t.Errorf("shard %d: %v", sh.index, err)
 			}

@@ -20,6 +20,9 @@ import (
 type Shard struct {
 	stream *Stream
 	index  uint32
+	// generation is the generation of this broker's ownership of the
+	// shard (0 standalone).
+	generation atomic.Uint64
 
 	// turnC is the commit turn: holding its single slot grants exclusive
 	// use of next and ring.
@@ -45,8 +48,10 @@ type Shard struct {
 	// the shard is visible, never changed after.
 	unavailable error
 
-	// closed is set once, under subsMu, when the stream goes away.
-	closed atomic.Bool
+	// closed is set once, under subsMu, when the stream goes away or
+	// the shard closes here; closeCause, stored first, is why.
+	closed     atomic.Bool
+	closeCause atomic.Pointer[error]
 	// subsMu guards subs, gone and the writes of snapshot.
 	subsMu sync.Mutex
 	// subs are the registered subscribers in registration order, and
@@ -78,6 +83,10 @@ func (sh *Shard) Index() uint32 { return sh.index }
 
 // Stream returns the stream the shard belongs to.
 func (sh *Shard) Stream() *Stream { return sh.stream }
+
+// Generation returns the generation of this broker's ownership of the
+// shard (0 standalone).
+func (sh *Shard) Generation() uint64 { return sh.generation.Load() }
 
 // NextOffset returns the offset the next published record will get.
 func (sh *Shard) NextOffset() uint64 { return sh.nextPub.Load() }
@@ -139,7 +148,7 @@ func (sh *Shard) Publish(ctx context.Context, payloads [][]byte, publisher strin
 // commit turn.
 func (sh *Shard) claim(payloads [][]byte, publisher string) (*Envelope, error) {
 	if sh.closed.Load() {
-		return nil, errStreamGone(sh.stream.key)
+		return nil, sh.errClosed()
 	}
 	base := sh.next
 	sh.next += uint64(len(payloads))

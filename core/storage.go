@@ -138,7 +138,7 @@ func (sh *Shard) appendError(err error) *wire.Error {
 		return e
 	}
 	if errors.Is(err, flog.ErrClosed) {
-		return errStreamGone(sh.stream.key)
+		return sh.errClosed()
 	}
 	return sh.errUnavailable(err)
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/felixmq/felix/wire"
@@ -9,9 +10,15 @@ import (
 // StreamKey names a stream.
 type StreamKey struct{ Tenant, Namespace, Stream string }
 
-// Stream is a registered stream: a fixed set of shards and an overflow
-// policy that may change while it lives. A change of shard count replaces
-// the Stream (see Broker.ApplyStream).
+// Stream is a registered stream: a fixed set of shard slots and an
+// overflow policy that may change while it lives. A change of shard count
+// replaces the Stream (see Broker.ApplyStream).
+//
+// A slot holds an open *Shard or nil. Without Config.PlacedShards every
+// slot is opened when the stream is made and stays open until it closes;
+// with it, slots open and close as this broker gains and loses the shards
+// (Broker.OpenStreamShard, CloseStreamShard). A shard is complete (its log
+// open) before it is stored in its slot.
 type Stream struct {
 	key    StreamKey
 	cfg    Config
@@ -20,8 +27,22 @@ type Stream struct {
 	// identity is what the stream's files are written for; it never
 	// changes (another identity is another Stream).
 	identity StreamIdentity
-	// shards never changes after construction. Invariant: len(shards) >= 1.
-	shards []*Shard
+	// shards never changes length after construction. Invariant:
+	// len(shards) >= 1. Slots are written only under mu.
+	shards []atomic.Pointer[Shard]
+
+	// mu serializes opening and closing shards, so a slot is opened once
+	// and never after the stream closed. It is held while a shard's log
+	// opens (recovery reads disk), which delays only this stream's other
+	// opens and closes.
+	mu sync.Mutex
+	// closed is set, under mu, when the stream is removed or replaced.
+	closed bool
+	// claimed and claimErr are the result of readying the stream's
+	// directory, done once, on the first durable shard opened. Guarded
+	// by mu.
+	claimed  bool
+	claimErr error
 }
 
 func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy, id StreamIdentity) *Stream {
@@ -31,19 +52,79 @@ func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy, id StreamId
 		identity: id,
 	}
 	st.update(spec, policy)
-	n := max(spec.Shards, 1)
-	st.shards = make([]*Shard, n)
-	var claimErr error
-	if st.durable() {
-		claimErr = cfg.Storage.claimStreamDir(st.key, id)
-	}
-	for i := range st.shards {
-		st.shards[i] = newShard(st, uint32(i))
-		if st.durable() {
-			st.shards[i].openShardLog(cfg.Storage, spec, claimErr)
+	st.shards = make([]atomic.Pointer[Shard], max(spec.Shards, 1))
+	if !cfg.PlacedShards {
+		st.mu.Lock()
+		for i := range st.shards {
+			st.openLocked(uint32(i), 0)
 		}
+		st.mu.Unlock()
 	}
 	return st
+}
+
+// openLocked opens slot i (st.mu is held): a durable shard continues its
+// log's offsets, an in-memory one starts empty.
+func (st *Stream) openLocked(i uint32, generation uint64) *Shard {
+	sh := newShard(st, i)
+	sh.generation.Store(generation)
+	if st.durable() {
+		if !st.claimed {
+			st.claimErr = st.cfg.Storage.claimStreamDir(st.key, st.identity)
+			st.claimed = true
+		}
+		sh.openShardLog(st.cfg.Storage, st.Spec(), st.claimErr)
+	}
+	st.shards[i].Store(sh)
+	return sh
+}
+
+// open opens shard i for an ownership of generation, unless it is open:
+// then only its generation changes. A closed stream refuses.
+func (st *Stream) open(i uint32, generation uint64) error {
+	if int(i) >= len(st.shards) {
+		return wire.CheckShard("stream", st.key.Stream, i, uint32(len(st.shards)))
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return errStreamGone(st.key)
+	}
+	if sh := st.shards[i].Load(); sh != nil {
+		sh.generation.Store(generation)
+		return nil
+	}
+	st.openLocked(i, generation)
+	return nil
+}
+
+// closeShard empties slot i and ends its subscribers with cause; a
+// durable shard's log closes (its files stay). It reports whether the
+// slot was open.
+func (st *Stream) closeShard(i uint32, cause error) bool {
+	if int(i) >= len(st.shards) {
+		return false
+	}
+	st.mu.Lock()
+	sh := st.shards[i].Swap(nil)
+	st.mu.Unlock()
+	if sh == nil {
+		return false
+	}
+	sh.close(cause, false)
+	sh.closeLog()
+	return true
+}
+
+// openShards returns the shards open now, in shard order.
+func (st *Stream) openShards() []*Shard {
+	out := make([]*Shard, 0, len(st.shards))
+	for i := range st.shards {
+		if sh := st.shards[i].Load(); sh != nil {
+			out = append(out, sh)
+		}
+	}
+	return out
 }
 
 // durable reports whether the stream keeps logs: its spec asks for it and
@@ -62,16 +143,17 @@ func (st *Stream) update(spec wire.StreamSpec, policy QueuePolicy) {
 		return
 	}
 	r := st.cfg.Storage.retentionFor(spec)
-	for _, sh := range st.shards {
+	for _, sh := range st.openShards() {
 		if sh.log != nil {
 			sh.log.SetRetention(r)
 		}
 	}
 }
 
-// applyRetention deletes what the stream's retention no longer keeps.
+// applyRetention deletes what the stream's retention no longer keeps, on
+// the shards open here.
 func (st *Stream) applyRetention() {
-	for _, sh := range st.shards {
+	for _, sh := range st.openShards() {
 		if sh.log == nil {
 			continue
 		}
@@ -81,12 +163,12 @@ func (st *Stream) applyRetention() {
 	}
 }
 
-// closeLogs closes every shard log. The files stay.
+// closeLogs closes every open shard log. The files stay.
 func (st *Stream) closeLogs() {
 	if !st.durable() {
 		return
 	}
-	for _, sh := range st.shards {
+	for _, sh := range st.openShards() {
 		sh.closeLog()
 	}
 }
@@ -111,19 +193,32 @@ func (st *Stream) ShardForKey(key []byte) uint32 {
 	return wire.ShardForKey(key, uint32(len(st.shards)))
 }
 
-// Shard returns shard i, or an invalid_request *wire.Error when the
-// stream has no such shard.
+// Shard returns shard i; an invalid_request *wire.Error (reason
+// shard_out_of_range) when the stream has no such shard, and a
+// shard_unavailable one (reason not_ready) when shard i is not open on
+// this broker.
 func (st *Stream) Shard(i uint32) (*Shard, error) {
 	if int(i) >= len(st.shards) {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "shard %d out of range: stream %s has %d shards", i, st.key.Stream, len(st.shards)).
 			WithDetail("reason", "shard_out_of_range").WithDetail("shards", len(st.shards))
 	}
-	return st.shards[i], nil
+	if sh := st.shards[i].Load(); sh != nil {
+		return sh, nil
+	}
+	return nil, wire.NewError(wire.CodeShardUnavailable, "shard %d of stream %s is not open on this broker", i, st.key.Stream).
+		WithDetail(wire.DetailReason, ReasonNotReady).WithDetail("shard", i)
 }
 
-// close ends every shard's subscribers.
+// ReasonNotReady is the detail reason of a shard that is not open on this
+// broker (it is not placed here, or not opened yet).
+const ReasonNotReady = "not_ready"
+
+// close marks the stream closed and ends every open shard's subscribers.
 func (st *Stream) close(err error, discard bool) {
-	for _, sh := range st.shards {
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+	for _, sh := range st.openShards() {
 		sh.close(err, discard)
 	}
 }

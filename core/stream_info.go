@@ -42,11 +42,16 @@ func (sh *Shard) Info() ShardInfo {
 }
 
 // Info returns the information of every shard of the stream, in shard
-// order.
+// order. A shard not open on this broker says so in Unavailable
+// (ReasonNotReady), with no offsets.
 func (st *Stream) Info() []ShardInfo {
 	out := make([]ShardInfo, 0, len(st.shards))
-	for _, sh := range st.shards {
-		out = append(out, sh.Info())
+	for i := range st.shards {
+		if sh := st.shards[i].Load(); sh != nil {
+			out = append(out, sh.Info())
+			continue
+		}
+		out = append(out, ShardInfo{Index: uint32(i), Durable: st.durable(), Unavailable: ReasonNotReady})
 	}
 	return out
 }

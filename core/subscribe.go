@@ -63,7 +63,7 @@ func (sh *Shard) SubscribeContext(ctx context.Context, opts SubscribeOptions) (*
 		s.q.preload(backlog)
 	}
 	if !sh.register(s) {
-		return nil, errStreamGone(sh.stream.key)
+		return nil, sh.errClosed()
 	}
 	return s, nil
 }
@@ -158,6 +158,9 @@ func (sh *Shard) publishSnapshotLocked() {
 // released rather than waited for.
 func (sh *Shard) close(err error, discard bool) {
 	sh.subsMu.Lock()
+	if !sh.closed.Load() {
+		sh.closeCause.Store(&err)
+	}
 	sh.closed.Store(true)
 	subs := sh.subs
 	for _, s := range subs {

@@ -25,12 +25,19 @@ func (cs *controlStream) handleCacheWatch(m *wire.CacheWatch) {
 	if !ok {
 		return
 	}
+	shards := c.Shards()
+	if e := cs.srv.watchRoute(m, shards); e != nil {
+		cs.sendRefusal(e, &m.RequestID)
+		return
+	}
 	if !cs.c.reserveSub() {
 		cs.sendError(cs.subscriptionLimitError(), &m.RequestID)
 		return
 	}
-	w := &watchWriter{streamWriterState: streamWriterState{c: cs.c, who: cs.id}, key: c.Key(), withCodes: cs.withCodes()}
-	cw, info, err := c.Watch(core.CacheWatchOptions{Key: m.Key, Prefix: m.Prefix, Retained: m.Retained, From: m.FromOffset, Notify: w.wake})
+	w := &watchWriter{streamWriterState: streamWriterState{c: cs.c, who: cs.id}, key: c.Key(), withCodes: cs.withCodes(),
+		shardMoved: cs.features&wire.FeatureShardMoved != 0}
+	cw, info, err := c.Watch(core.CacheWatchOptions{Key: m.Key, Prefix: m.Prefix, Retained: m.Retained, From: m.FromOffset,
+		Shard: m.Shard, Shards: shards, Notify: w.wake})
 	if err != nil {
 		cs.c.releaseSub()
 		cs.sendError(asWireError(err), &m.RequestID)
@@ -148,6 +155,8 @@ type watchWriter struct {
 	id        uint64
 	key       core.CacheKey
 	withCodes bool
+	// shardMoved: the client reads shard_moved (FEATURE_SHARD_MOVED).
+	shardMoved bool
 
 	// Owned by whoever holds running.
 	buf     []byte // frames not yet written (a stalled write leaves its tail)
@@ -357,7 +366,11 @@ func (w *watchWriter) end(why error) {
 	var last wire.Message
 	var lag *core.LaggedError
 	var we *wire.Error
+	if m, ok := movedFrame(why, w.id, w.shardMoved, w.withCodes); ok {
+		last = m
+	}
 	switch {
+	case last != nil:
 	case errors.As(why, &lag):
 		last = &wire.CacheWatchLagged{WatchID: w.id, ResumeFrom: lag.ResumeFrom}
 	case errors.Is(why, core.ErrCacheDeleted):

@@ -29,6 +29,9 @@ type catalogState struct {
 	// heldStale says streams may have been kept on disk without being
 	// served since the held streams were last counted.
 	heldStale atomic.Bool
+	// streamApplied, when set, is called after a stream was applied to
+	// the core, to open the shards placed on this broker (ownership.go).
+	streamApplied func(wire.StreamSpec)
 	// lookups runs the on-demand passes of a miss (catalog_lookup.go);
 	// nil until the sync loop starts.
 	lookups atomic.Pointer[kindLookups]
@@ -112,7 +115,13 @@ func (c *catalogState) ApplyStream(s wire.StreamSpec) error {
 	if s.Durable {
 		c.heldStale.Store(true)
 	}
-	return c.core.ApplyStream(s)
+	if err := c.core.ApplyStream(s); err != nil {
+		return err
+	}
+	if c.streamApplied != nil {
+		c.streamApplied(s)
+	}
+	return nil
 }
 
 // RemoveStream deletes the incarnation of a stream the control plane

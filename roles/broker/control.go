@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/wire"
 )
@@ -29,9 +30,9 @@ const (
 // serverFeatures returns the feature bits this broker advertises.
 func (s *Server) serverFeatures() uint64 {
 	if s.core.Config().Storage != nil {
-		return ServerFeatures | DurableFeatures
+		return ServerFeatures | ClusterFeatures | DurableFeatures
 	}
-	return ServerFeatures
+	return ServerFeatures | ClusterFeatures
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
@@ -60,6 +61,10 @@ type controlStream struct {
 	clientFlags uint16
 	features    uint64
 	ackOnCommit bool
+
+	// widths are the publish widths declared on this stream, by stream
+	// (publish_width.go); used by the loop's goroutine alone.
+	widths map[core.StreamKey]uint32
 }
 
 // loopEnd says how a request stream's read loop ended.
@@ -181,6 +186,9 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 	case *wire.Auth:
 		cs.sendError(wire.NewError(wire.CodeInvalidRequest, "stream is already authenticated"), nil)
 	default:
+		if cs.handleClusterMessage(msg) {
+			return true
+		}
 		return cs.handleUnknown(msg.MessageType(), f.Payload)
 	}
 	return true
@@ -194,6 +202,8 @@ func (cs *controlStream) handleIngressMessage(msg wire.Message) bool {
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, [][]byte{m.Payload}, 0, wire.AckNone, m)
 	case *wire.PublishBatch:
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, m.Payloads, 0, wire.AckNone, m)
+	case *wire.PublishWidth:
+		cs.handlePublishWidth(m)
 	default:
 		return false
 	}

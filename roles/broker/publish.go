@@ -78,6 +78,9 @@ func (cs *controlStream) publish(r *pubRequest) {
 		return
 	}
 	st, e := cs.srv.resolveStream(r.tenant, r.ns, r.stream)
+	if e == nil {
+		e = cs.staleWidth(r, st)
+	}
 	if e != nil {
 		cs.refuse(r, e)
 		return

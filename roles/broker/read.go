@@ -15,7 +15,7 @@ func (cs *controlStream) handleStreamRead(m *wire.StreamRead) {
 	rid := m.RequestID
 	sh, e := cs.readableShard(m, m.TenantID, m.Namespace, m.Stream, m.Shard)
 	if e != nil {
-		cs.sendError(e, &rid)
+		cs.sendRefusal(e, &rid)
 		return
 	}
 	end := uint64(math.MaxUint64)
@@ -47,7 +47,7 @@ func (cs *controlStream) handleOffsetForTime(m *wire.OffsetForTime) {
 	rid := m.RequestID
 	sh, e := cs.readableShard(m, m.TenantID, m.Namespace, m.Stream, m.Shard)
 	if e != nil {
-		cs.sendError(e, &rid)
+		cs.sendRefusal(e, &rid)
 		return
 	}
 	off, ok, err := sh.OffsetForTime(m.AtMicros)
@@ -73,6 +73,12 @@ func (cs *controlStream) readableShard(v wire.Validator, tenant, ns, stream stri
 	}
 	st, e := cs.srv.resolveStream(tenant, ns, stream)
 	if e != nil {
+		return nil, e
+	}
+	if err := wire.CheckShard("stream", stream, shard, st.Shards()); err != nil {
+		return nil, asWireError(err)
+	}
+	if e := cs.srv.routeRefusal(wire.ShardKindStream, tenant, ns, stream, shard); e != nil {
 		return nil, e
 	}
 	sh, err := st.Shard(shard)

@@ -60,10 +60,11 @@ type Server struct {
 	log      *slog.Logger
 	tls      *tls.Config
 	catalog  catalogsync.Source
-	registry Registry    // nil: the broker does not register
+	registry Registry          // nil: the broker does not register
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
-	onFatal  func(error) // see Deps.OnFatal
+	own      ownership         // the shards this broker owns (ownership.go)
+	onFatal  func(error)       // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
 	streams  *streamRegistry   // open streams by principal
@@ -122,6 +123,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS, Revocations: revs})
 	}
 	coreCfg := cfg.Core
+	coreCfg.PlacedShards = deps.Cluster != nil // open only the shards placed here
 	if st := cfg.Durable.storage(); st != nil {
 		st.Logger = log.With("role", "broker")
 		coreCfg.Storage = st
@@ -156,6 +158,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
+	s.state.streamApplied = s.openOwned
+	s.watchOwnership()
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil

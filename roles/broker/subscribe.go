@@ -33,6 +33,12 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	if m.Shard != nil {
 		idx = *m.Shard
 	}
+	if err := wire.CheckShard("stream", m.Stream, idx, st.Shards()); err != nil {
+		return err
+	}
+	if e := cs.srv.routeRefusal(wire.ShardKindStream, m.TenantID, m.Namespace, m.Stream, idx); e != nil {
+		return e
+	}
 	sh, err := st.Shard(idx)
 	if err != nil {
 		return asWireError(err)
@@ -67,6 +73,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	cs.sendMsg(ok)
 	w.es, w.sub, w.id, w.key, w.flags = es, sub, id, st.Key(), cs.eventFlags(durable)
 	w.withCodes, w.lagged, w.who = cs.withCodes(), opts.EndOnLag, cs.id
+	w.shardMoved = cs.features&wire.FeatureShardMoved != 0
 	w.delivered = cs.srv.metrics.deliveries.acquire(sh)
 	w.start()
 	return nil
@@ -105,7 +112,7 @@ func (cs *controlStream) answerSubscribe(err error) {
 		cs.sendMsg(ce)
 		return
 	}
-	cs.sendError(asWireError(err), nil)
+	cs.sendRefusal(asWireError(err), nil)
 }
 
 // eventFlags picks the event frame encoding this client can read: shared
@@ -141,9 +148,11 @@ type eventWriter struct {
 	flags     uint16
 	withCodes bool
 	lagged    bool // the client reads subscription_lagged
-	buf       []byte
-	broken    bool // a write failed, perhaps midway through a frame
-	replayed  bool // the log replay is done; drain only
+	// shardMoved: the client reads shard_moved (FEATURE_SHARD_MOVED).
+	shardMoved bool
+	buf        []byte
+	broken     bool // a write failed, perhaps midway through a frame
+	replayed   bool // the log replay is done; drain only
 	// delivered counts the events written, for stream_info; released by
 	// finish.
 	delivered *deliveryCount
@@ -277,6 +286,9 @@ func (w *eventWriter) step() bool {
 	if !w.replayed {
 		w.replayed = true
 		if err := w.replay(); err != nil {
+			if serr := w.sub.Err(); serr != nil {
+				err = serr // the shard closed under the replay
+			}
 			w.end(w.reason(err))
 			return true
 		}
@@ -391,7 +403,11 @@ func (w *eventWriter) end(err error) {
 	var last wire.Message
 	var lag *core.LaggedError
 	var we *wire.Error
+	if m, ok := movedFrame(err, w.id, w.shardMoved, w.withCodes); ok {
+		last = m
+	}
 	switch {
+	case last != nil:
 	case errors.As(err, &lag) && w.lagged:
 		last = &wire.SubscriptionLagged{SubscriptionID: w.id, ResumeFrom: lag.ResumeFrom}
 	case errors.Is(err, core.ErrStreamDeleted):
