@@ -172,7 +172,14 @@ func TestClusterCachePutsReadBackThroughEveryBroker(t *testing.T) {
 	for _, n := range d.nodes {
 		for i := 0; i < 12; i++ {
 			key := fmt.Sprintf("%s-key-%d", n.Name, i)
-			if err := clients[n.Name].CachePut(ctx, "default", "sessions", key, []byte("v-"+key), 0); err != nil {
+			// shard_unavailable (retry) until the brokers' views have the
+			// cache's placement.
+			var err error
+			eventually(t, expiryWait, "put "+key+" through "+n.Name, func() bool {
+				err = clients[n.Name].CachePut(ctx, "default", "sessions", key, []byte("v-"+key), 0)
+				return brokerCode(err) != wire.CodeShardUnavailable
+			})
+			if err != nil {
 				t.Fatalf("put %s through %s: %v", key, n.Name, err)
 			}
 		}
