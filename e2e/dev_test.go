@@ -120,6 +120,15 @@ func TestDevStartsAThreeNodeCluster(t *testing.T) {
 	if out := d.mustFelix(ctx, "pub", "orders", "hello"); strings.Contains(out, "error") {
 		t.Fatalf("pub: %s", out)
 	}
+	// The client commands reach the cluster through every broker
+	// client.json names (a ClusterClient), and through one for the few
+	// requests that need one broker's connection.
+	d.mustFelix(ctx, "admin", "cache", "create", "sessions")
+	d.mustFelix(ctx, "cache", "put", "sessions", "user-1", "hello")
+	if out := d.mustFelix(ctx, "cache", "get", "sessions", "user-1"); strings.TrimSpace(out) != "hello" {
+		t.Fatalf("cache get: %q", out)
+	}
+	d.mustFelix(ctx, "admin", "stream", "info", "orders")
 }
 
 // A node killed with SIGKILL is marked down; started again with the

@@ -50,10 +50,23 @@ func (c sdkClient) SubscribeFrom(ctx context.Context, namespace, stream string, 
 }
 
 // dialBroker connects the Go client with the settings' broker, CA and
-// token. When that broker cannot be reached, the cluster's other brokers
-// (s.MoreBrokers) are tried in turn, each within --connect-timeout; the
-// first error is the one reported.
+// token; with several brokers (a cluster's client.json), a ClusterClient
+// seeded with all of them (clusterClient).
 func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
+	if len(s.MoreBrokers) > 0 {
+		return dialCluster(ctx, s)
+	}
+	c, err := dialFirst(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return patientClient{sdkClient{c}}, nil
+}
+
+// dialFirst connects to the settings' broker or, when it cannot be
+// reached, to the first of s.MoreBrokers that can, each tried within
+// --connect-timeout; the first error is the one reported.
+func dialFirst(ctx context.Context, s Settings) (*felix.Client, error) {
 	cfg, err := s.SDKConfig()
 	if err != nil {
 		return nil, err
@@ -65,7 +78,7 @@ func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
 		c, err := felix.Connect(dctx, cfg)
 		cancel()
 		if err == nil {
-			return patientClient{sdkClient{c}}, nil
+			return c, nil
 		}
 		if firstErr == nil {
 			firstErr = fmt.Errorf("connect to broker %s: %w", addr, err)
