@@ -219,6 +219,23 @@ func TestClusterClientSendsStraightToOwners(t *testing.T) {
 			t.Errorf("%s forwarded %v publishes (%v), want 0", n.Name, v, err)
 		}
 	}
+	// The counter counts: a publish sent to a broker that does not own
+	// its shard is forwarded, and shows.
+	v := d.placement(ctx, "orders")
+	var shard uint32
+	for _, a := range v.Shards {
+		if a.NodeID != d.nodes[0].NodeID {
+			shard = a.Shard
+			break
+		}
+	}
+	c := d.connect(ctx, d.nodes[0].Name, d.adminToken())
+	if _, err := c.PublishKeyedAcked(ctx, "default", "orders", keyForShard(shard, 6), []byte("x"), felix.AckPerMessage); err != nil {
+		t.Fatalf("publish through a broker that does not own shard %d: %v", shard, err)
+	}
+	if fwd, err := d.metric(d.nodes[0].Name, "felix_broker_forwarded_publishes_total"); err != nil || fwd != 1 {
+		t.Fatalf("%s forwarded %v publishes (%v), want 1", d.nodes[0].Name, fwd, err)
+	}
 }
 
 // kill -9 one broker: its in-memory shards are owned elsewhere within the
