@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -171,5 +173,22 @@ func TestSettingsFromClusterClientFile(t *testing.T) {
 	}
 	if s, err = loadSettings(t, "--data-dir", dir, "--broker", "x:1"); err != nil || s.Broker != "x:1" || s.MoreBrokers != nil {
 		t.Fatalf("--broker: %+v %v", s, err)
+	}
+}
+
+// With several brokers the commands connect a ClusterClient over all of
+// them; with one, a single connection. Neither answers here, and each
+// error says which it tried.
+func TestDialBrokerUsesEveryBrokerOfACluster(t *testing.T) {
+	s := Settings{Broker: "127.0.0.1:1", MoreBrokers: []string{"127.0.0.1:2"}, Token: "t", Tenant: "default",
+		ConnectTimeout: 200 * time.Millisecond}
+	_, err := dialBroker(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "cluster's brokers") || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Fatalf("cluster: %v", err)
+	}
+	s.MoreBrokers = nil
+	_, err = dialBroker(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "connect to broker 127.0.0.1:1") {
+		t.Fatalf("one broker: %v", err)
 	}
 }
