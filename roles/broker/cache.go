@@ -29,36 +29,62 @@ func (cs *controlStream) cacheFor(v wire.Validator, action auth.Action, tenant, 
 
 func (cs *controlStream) handleCachePut(m *wire.CachePut) {
 	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok {
+	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
 		return
 	}
+	msg, e := putIn(c, m)
+	cs.answerCache(msg, e, m.RequestID)
+}
+
+func (cs *controlStream) handleCacheGet(m *wire.CacheGet) {
+	c, ok := cs.cacheFor(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
+	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
+		return
+	}
+	msg, e := getIn(c, m)
+	cs.answerCache(msg, e, m.RequestID)
+}
+
+func (cs *controlStream) handleCacheDelete(m *wire.CacheDelete) {
+	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
+	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
+		return
+	}
+	msg, e := deleteIn(c, m)
+	cs.answerCache(msg, e, m.RequestID)
+}
+
+// answerCache sends a cache operation's answer or refusal.
+func (cs *controlStream) answerCache(m wire.Message, e *wire.Error, reqID uint64) {
+	if e != nil {
+		cs.sendError(e, &reqID)
+		return
+	}
+	cs.sendMsg(m)
+}
+
+// putIn, getIn and deleteIn run one operation on a cache this
+// broker serves: for its own clients, and for those another broker
+// forwards (forward.go).
+func putIn(c *core.Cache, m *wire.CachePut) (wire.Message, *wire.Error) {
 	var ttl time.Duration
 	if m.TTLMs != nil {
 		ttl = time.Duration(min(*m.TTLMs, uint64(1<<63-1)/uint64(time.Millisecond))) * time.Millisecond
 	}
 	if err := c.Put(m.Key, m.Value, ttl, time.Now()); err != nil {
-		cs.sendError(asWireError(err), &m.RequestID)
-		return
+		return nil, asWireError(err)
 	}
-	cs.sendMsg(&wire.CacheOK{RequestID: m.RequestID})
+	return &wire.CacheOK{RequestID: m.RequestID}, nil
 }
 
-func (cs *controlStream) handleCacheGet(m *wire.CacheGet) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok {
-		return
-	}
+func getIn(c *core.Cache, m *wire.CacheGet) (wire.Message, *wire.Error) {
 	v, found := c.Get(m.Key, time.Now())
-	cs.sendMsg(&wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)})
+	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
 }
 
-func (cs *controlStream) handleCacheDelete(m *wire.CacheDelete) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok {
-		return
-	}
+func deleteIn(c *core.Cache, m *wire.CacheDelete) (wire.Message, *wire.Error) {
 	v, found := c.Delete(m.Key, time.Now())
-	cs.sendMsg(&wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)})
+	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
 }
 
 // present makes a found value non-nil, so an empty value is sent as ""

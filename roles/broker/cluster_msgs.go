@@ -130,9 +130,10 @@ func (cs *controlStream) handleShardOwners(m *wire.ShardOwners) {
 
 // routeRefusal is why a request to one shard that is never forwarded
 // cannot be served here (not_leader naming the owner, or
-// shard_unavailable); nil when this broker serves the shard.
+// shard_unavailable); nil when this broker serves the shard. A shard the
+// view does not place yet refreshes the view once (Server.route).
 func (s *Server) routeRefusal(kind wire.ShardKind, tenant, ns, name string, shard uint32) *wire.Error {
-	return s.routes.Route(kind, tenant, ns, name, shard).Err(kind, name, shard)
+	return s.route(s.workCtx, kind, tenant, ns, name, shard).Err(kind, name, shard)
 }
 
 // sendRefusal sends e, as a not_leader message when it is a redirect and

@@ -98,6 +98,10 @@ type Config struct {
 
 	// Node is this broker's identity in a cluster (registration.go).
 	Node NodeConfig
+	// ClusterViewInterval is how often a broker in a cluster polls the
+	// control plane's cluster view (FELIX_CLUSTER_VIEW_INTERVAL_MS,
+	// default 500, 10 to 60000; cluster_view.go).
+	ClusterViewInterval time.Duration
 	// Peer is its listener for other brokers (peer_config.go).
 	Peer PeerConfig
 	// MaxRecordsPerRead caps the records of one stream_read page and of one
@@ -143,6 +147,7 @@ func DefaultConfig() Config {
 		EventBatchMaxEvents:       64,
 		EventBatchMaxBytes:        64 << 10,
 		CatalogSyncInterval:       500 * time.Millisecond,
+		ClusterViewInterval:       DefaultClusterViewInterval,
 		CacheSweepInterval:        5 * time.Second,
 		Durable: DurableConfig{
 			SegmentBytes:  64 << 20,
@@ -215,6 +220,13 @@ func (r *envReader) millis(dst *time.Duration, name string, min int64) {
 	*dst = time.Duration(n) * time.Millisecond
 }
 
+// millisIn reads whole milliseconds between lo and hi.
+func (r *envReader) millisIn(dst *time.Duration, name string, lo, hi time.Duration) {
+	n := int64(*dst / time.Millisecond)
+	r.int64(&n, name, lo.Milliseconds(), hi.Milliseconds())
+	*dst = time.Duration(n) * time.Millisecond
+}
+
 func (r *envReader) bool(dst *bool, name string) {
 	v := strings.TrimSpace(r.get(name))
 	if v == "" {
@@ -254,6 +266,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.AckOnEnqueue = !c.AckOnCommit && strings.TrimSpace(getenv("FELIX_ACK_ON_COMMIT")) != ""
 	r.durable(&c.Durable)
 	r.node(&c.Node)
+	r.millisIn(&c.ClusterViewInterval, "FELIX_CLUSTER_VIEW_INTERVAL_MS", minClusterViewInterval, maxClusterViewInterval)
 	r.peer(&c.Peer)
 	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
 	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
@@ -315,6 +328,10 @@ func (c *Config) Validate() error {
 	check(c.EventBatchMaxBytes > 0, "EventBatchMaxBytes (FELIX_EVENT_BATCH_MAX_BYTES)")
 	check(c.CatalogSyncInterval > 0, "CatalogSyncInterval (FELIX_CATALOG_SYNC_INTERVAL_MS)")
 	check(c.CacheSweepInterval > 0, "CacheSweepInterval (FELIX_CACHE_SWEEP_INTERVAL_MS)")
+	if c.ClusterViewInterval < minClusterViewInterval || c.ClusterViewInterval > maxClusterViewInterval {
+		errs = append(errs, fmt.Errorf("broker config: ClusterViewInterval (FELIX_CLUSTER_VIEW_INTERVAL_MS) is %v; want %v to %v",
+			c.ClusterViewInterval, minClusterViewInterval, maxClusterViewInterval))
+	}
 	check(c.MaxRecordsPerRead > 0, "MaxRecordsPerRead (FELIX_DURABLE_MAX_RECORDS_PER_READ)")
 	check(c.RetentionInterval > 0, "RetentionInterval (FELIX_DURABLE_RETENTION_CHECK_MS)")
 	if err := c.Durable.validate(); err != nil {

@@ -58,6 +58,7 @@ type controlStream struct {
 
 	// Set by the auth frame. id is nil until auth succeeded.
 	id          *auth.Identity
+	token       string // the raw token, sent again with every forward (forward.go)
 	clientFlags uint16
 	features    uint64
 	ackOnCommit bool
@@ -252,7 +253,7 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 		cs.sendError(e, nil)
 		return false
 	}
-	cs.id = id
+	cs.id, cs.token = id, m.Token
 	cs.forget = cs.srv.streams.add(id, cs.kick)
 	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
 	cs.features &= cs.srv.serverFeatures()

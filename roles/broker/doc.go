@@ -23,7 +23,18 @@
 // then heartbeats every FELIX_NODE_HEARTBEAT_INTERVAL_MS, registers again
 // when a heartbeat is refused, calls Deps.OnFatal when a registration is
 // refused later, and shows the gate its answers carry as
-// felix_broker_fleet_feature_enabled. See registration.go.
+// felix_broker_fleet_feature_enabled. Every answer renews the broker's
+// lease (the answer's expiry_timeout_ms after the call was sent): a broker
+// whose lease lapsed serves none of its shards. See registration.go.
+//
+// # Cluster view
+//
+// With Deps.Cluster set the broker is in a cluster: Start applies the
+// control plane's cluster view (every broker and every shard's
+// assignment) before the listener accepts anything, a loop polls it every
+// FELIX_CLUSTER_VIEW_INTERVAL_MS, and a request for a shard the view does
+// not place yet fetches it once more (Server.route). See cluster_view.go
+// and routes.go.
 //
 // # Peer link
 //

@@ -27,6 +27,9 @@ var serverHelp = map[string]string{
 	"felix_broker_connections_refused_total":     "Connections refused because their source already held the maximum number of connections.",
 	"felix_broker_ingress_dropped_total":         "Fire-and-forget publishes dropped because the ingress queue was full.",
 	"felix_broker_revoked_streams_total":         "QUIC streams ended because a revocation named their token or principal.",
+	"felix_broker_cluster_views_applied_total":   "Changed cluster views this broker fetched from the control plane and routes by.",
+	"felix_broker_cluster_view_errors_total":     "Cluster view fetches that failed (the broker routes by the last view it holds).",
+	"felix_broker_lease_held":                    "1 while this broker may serve the shards it owns: its last answered heartbeat was sent less than the control plane's expiry timeout ago (always 1 standalone).",
 	"felix_tenant_publish_queue_full_total":      "Publishes that found the publish queue full (acked ones refused with overloaded, others dropped), by tenant (at most 1000 tenant labels, then other).",
 }
 
@@ -50,6 +53,8 @@ type serverMetrics struct {
 	connsRefused      *metrics.Counter
 	ingressDropped    *metrics.Counter
 	revokedStreams    *metrics.Counter
+	viewsApplied      *metrics.Counter
+	viewErrors        *metrics.Counter
 
 	queueFullByTenant *tenantCounters
 
@@ -74,6 +79,8 @@ func newServerMetrics() *serverMetrics {
 		connsRefused:      s.NewCounter("felix_broker_connections_refused_total"),
 		ingressDropped:    s.NewCounter("felix_broker_ingress_dropped_total"),
 		revokedStreams:    s.NewCounter("felix_broker_revoked_streams_total"),
+		viewsApplied:      s.NewCounter("felix_broker_cluster_views_applied_total"),
+		viewErrors:        s.NewCounter("felix_broker_cluster_view_errors_total"),
 		queueFullByTenant: &tenantCounters{set: s, name: "felix_tenant_publish_queue_full_total", m: map[string]*metrics.Counter{}},
 	}
 }
@@ -82,6 +89,16 @@ func newServerMetrics() *serverMetrics {
 // depth.
 func (m *serverMetrics) watchIngress(depth func() int) {
 	m.set.NewGauge("felix_broker_ingress_queue_depth", func() float64 { return float64(depth()) })
+}
+
+// watchLease exposes held, read when scraped, as felix_broker_lease_held.
+func (m *serverMetrics) watchLease(held func() bool) {
+	m.set.NewGauge("felix_broker_lease_held", func() float64 {
+		if held() {
+			return 1
+		}
+		return 0
+	})
 }
 
 // WriteMetrics writes this broker's own metrics (its core's and its

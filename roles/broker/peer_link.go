@@ -49,6 +49,9 @@ func (s *Server) startPeer(nodeID, storageID string) (*peer.Endpoint, error) {
 	ep, err := peer.Listen(pc.Addr, peer.Config{
 		NodeID: nodeID, StorageID: storageID, Creds: creds, Logger: s.log,
 		KeepAlive: s.cfg.KeepAlive, MaxIdleTimeout: s.cfg.MaxIdleTimeout,
+		// Forwarded requests (forward.go): a client's largest frame and
+		// room for the forward's header.
+		Handle: s.handlePeerCall, MaxCallBytes: s.cfg.MaxFrameBytes + 64<<10,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: --peer-addr %s: %w", pc.Addr, err)

@@ -19,7 +19,7 @@ import (
 // sharedDevCA makes one development CA and returns, for each node, a
 // directory holding a copy of it, as an operator copies ca.pem and
 // ca-key.pem into each node's <data-dir>/tls.
-func sharedDevCA(t *testing.T, nodes int) []string {
+func sharedDevCA(t testing.TB, nodes int) []string {
 	t.Helper()
 	caDir := t.TempDir()
 	certPath, keyPath, _, err := tlsconf.EnsureDevCA(caDir)

@@ -93,6 +93,10 @@ func (cs *controlStream) publish(r *pubRequest) {
 		}
 		idx = *r.shard
 	}
+	if rt := cs.srv.route(cs.ctx, wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
+		cs.forwardPublish(r, st, idx, rt) // forward.go
+		return
+	}
 	sh, err := st.Shard(idx)
 	if err != nil {
 		cs.refuse(r, asWireError(err))
@@ -132,6 +136,8 @@ type admitted struct {
 	policy    core.QueuePolicy
 	durable   bool // the shard writes a log: claim here, finish on a goroutine
 	commitAck bool // answer after the core publish rather than on enqueue
+	// fwd is the owner to forward to (forward.go); nil: publish here.
+	fwd *Route
 
 	n          int64 // bytes charged to both budgets
 	connHeld   bool
@@ -213,6 +219,10 @@ func (p *admitted) release() {
 // cannot block, it publishes right here; otherwise the core publish runs
 // on its own goroutine so a blocked fanout holds only its shard.
 func (p *admitted) run() {
+	if p.fwd != nil {
+		p.runForward()
+		return
+	}
 	if p.durable {
 		p.runDurable()
 		return

@@ -151,6 +151,10 @@ type registration struct {
 	self    wire.BrokerRegistration
 	every   time.Duration
 	onFatal func(error)
+	// renew is called after every answered registration and heartbeat
+	// with the time the call started and the answer's expiry timeout (0:
+	// no lease): routeTable.Renew.
+	renew func(sent time.Time, expiry time.Duration)
 	// fleet holds felix_broker_fleet_feature_enabled{feature} for every
 	// feature this release knows: 1 once the control plane's answer to a
 	// registration or heartbeat lists it as finalized.
@@ -164,6 +168,15 @@ func newFleetGauges(set *metrics.Set) map[string]*metrics.Gauge {
 		out[f] = set.NewGauge(fmt.Sprintf("felix_broker_fleet_feature_enabled{feature=%q}", f), nil)
 	}
 	return out
+}
+
+// answered records what an answer to a call started at sent carried:
+// the lease and the gate.
+func (r *registration) answered(sent time.Time, br wire.Broker) {
+	if r.renew != nil {
+		r.renew(sent, time.Duration(br.ExpiryTimeoutMs)*time.Millisecond)
+	}
+	r.learn(br)
 }
 
 // learn records the gate an answer carried.
@@ -205,7 +218,7 @@ func (s *Server) prepareRegistration(ln, peerLn net.Addr, sid string) *registrat
 	if every <= 0 {
 		every = DefaultHeartbeatInterval
 	}
-	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
+	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, renew: s.routes.Renew, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
 		NodeID: n.ID, ClientAddrs: []string{advertised(n.AdvertiseAddr, ln)}, Zone: n.Zone, Region: n.Region,
 		Features: ImplementedFleetFeatures, StorageID: sid, PeerAddr: advertised(s.cfg.Peer.AdvertiseAddr, peerLn),
 	}}
@@ -215,9 +228,10 @@ func (s *Server) prepareRegistration(ln, peerLn net.Addr, sid string) *registrat
 func (r *registration) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
 	defer cancel()
+	sent := time.Now()
 	br, err := r.reg.RegisterBroker(ctx, r.self)
 	if err == nil {
-		r.learn(br)
+		r.answered(sent, br)
 	}
 	return err
 }
@@ -261,10 +275,11 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 			continue
 		}
 		hctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
+		sent := time.Now()
 		br, err := r.reg.HeartbeatBroker(hctx, wire.BrokerHeartbeat{NodeID: r.self.NodeID, StorageID: r.self.StorageID})
 		cancel()
 		if err == nil {
-			r.learn(br)
+			r.answered(sent, br)
 		}
 		switch {
 		case ctx.Err() != nil:

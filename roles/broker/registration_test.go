@@ -21,6 +21,7 @@ type fakeRegistry struct {
 	mu              sync.Mutex
 	regErrs, hbErrs []error
 	finalized       []string // answered by heartbeats
+	expiryMs        int64    // answered by registrations and heartbeats
 }
 
 func newFakeRegistry() *fakeRegistry {
@@ -44,7 +45,7 @@ func (f *fakeRegistry) RegisterBroker(_ context.Context, reg wire.BrokerRegistra
 	case f.regC <- reg:
 	default:
 	}
-	return wire.Broker{BrokerRegistration: reg, State: wire.BrokerLive}, err
+	return wire.Broker{BrokerRegistration: reg, State: wire.BrokerLive, ExpiryTimeoutMs: f.expiryMs}, err
 }
 
 func (f *fakeRegistry) HeartbeatBroker(_ context.Context, hb wire.BrokerHeartbeat) (wire.Broker, error) {
@@ -53,7 +54,7 @@ func (f *fakeRegistry) HeartbeatBroker(_ context.Context, hb wire.BrokerHeartbea
 	case f.hbC <- hb:
 	default:
 	}
-	return wire.Broker{FinalizedFeatures: f.finalized}, err
+	return wire.Broker{FinalizedFeatures: f.finalized, ExpiryTimeoutMs: f.expiryMs}, err
 }
 
 func receive[T any](t *testing.T, c <-chan T, what string) T {

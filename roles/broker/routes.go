@@ -97,10 +97,15 @@ type routeTable struct {
 
 	view atomic.Pointer[routeView] // nil until the first view
 
-	// leaseUntil is when this broker's ownership lapses (UnixNano, by
-	// the local monotonic-backed clock through now); 0 means no lease is
-	// kept (the control plane gives no expiry timeout).
+	// leaseUntil is when this broker's ownership lapses, in nanoseconds
+	// after epoch; meaningful only while leaseKept (the control plane
+	// gave an expiry timeout). Lease times are measured with
+	// time.Time.Sub against epoch, which uses the monotonic clock
+	// readings, so a step of the wall clock neither extends nor cuts the
+	// lease.
 	leaseUntil atomic.Int64
+	leaseKept  atomic.Bool
+	epoch      time.Time
 	now        func() time.Time
 
 	// mu serializes Apply, so changes are computed against the view they
@@ -109,7 +114,7 @@ type routeTable struct {
 }
 
 func newRouteTable(self string, standalone bool) *routeTable {
-	return &routeTable{self: self, standalone: standalone, now: time.Now}
+	return &routeTable{self: self, standalone: standalone, now: time.Now, epoch: time.Now()}
 }
 
 // OwnedShard is a shard whose local ownership changed with a view.
@@ -197,12 +202,20 @@ func (t *routeTable) Tag() string {
 
 // Renew extends the lease: a heartbeat sent at sent was answered, and
 // the control plane gives expiry (0: keep no lease).
+//
+// Renewals come from one goroutine (the registration task); a later one
+// never shortens the lease an earlier one gave.
 func (t *routeTable) Renew(sent time.Time, expiry time.Duration) {
 	if expiry <= 0 {
-		t.leaseUntil.Store(0)
+		t.leaseKept.Store(false)
 		return
 	}
-	until := sent.Add(expiry).UnixNano()
+	until := int64(sent.Add(expiry).Sub(t.epoch))
+	if !t.leaseKept.Load() {
+		t.leaseUntil.Store(until)
+		t.leaseKept.Store(true)
+		return
+	}
 	for {
 		cur := t.leaseUntil.Load()
 		if cur >= until || t.leaseUntil.CompareAndSwap(cur, until) {
@@ -213,8 +226,15 @@ func (t *routeTable) Renew(sent time.Time, expiry time.Duration) {
 
 // leaseHeld reports whether this broker may serve what it owns now.
 func (t *routeTable) leaseHeld() bool {
-	until := t.leaseUntil.Load()
-	return until == 0 || t.now().UnixNano() < until
+	return !t.leaseKept.Load() || int64(t.now().Sub(t.epoch)) < t.leaseUntil.Load()
+}
+
+// leaseExpiry is when the lease lapses (zero when none is kept).
+func (t *routeTable) leaseExpiry() time.Time {
+	if !t.leaseKept.Load() {
+		return time.Time{}
+	}
+	return t.epoch.Add(time.Duration(t.leaseUntil.Load()))
 }
 
 // Route returns where requests for one shard go.

@@ -63,7 +63,9 @@ type Server struct {
 	registry Registry          // nil: the broker does not register
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
+	fwd      *forwarder        // forwarding to shard owners (forward.go)
 	own      ownership         // the shards this broker owns (ownership.go)
+	view     viewState         // fetching the cluster view (cluster_view.go)
 	onFatal  func(error)       // see Deps.OnFatal
 	verifier *auth.Verifier
 	revs     *auth.Revocations // revoked principals, from the catalog
@@ -150,6 +152,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
 	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
+	s.fwd = newForwarder(m.set)
+	s.initView()
+	m.watchLease(s.leaseHeld)
 	if s.registry == nil {
 		s.registry, _ = deps.Catalog.(Registry)
 	}
@@ -158,7 +163,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	m.watchIngress(s.ingressDepth)
 	s.state = newCatalogState(b, v, s.streams, s.log)
-	s.state.streamApplied = s.openOwned
+	s.state.streamApplied = s.streamApplied // cluster_view.go
 	s.watchOwnership()
 	s.workCtx, s.workCancel = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
@@ -214,6 +219,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	s.firstView(ctx) // before anything is accepted; cluster_view.go
 	s.ln, s.peer = ln, pe
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
@@ -223,6 +229,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
 	s.startHeartbeats(reg, registered)
+	s.startViewLoop()
 	s.stopPeerAtShutdown(pe)
 	return nil
 }

@@ -32,6 +32,7 @@ func (s *Service) RegisterBroker(ctx context.Context, reg wire.BrokerRegistratio
 	}
 	s.log.Info("broker registered", "node_id", br.NodeID, "addrs", br.ClientAddrs, "zone", br.Zone,
 		"storage_id", br.StorageID, "registrations", br.Registrations)
+	br.ExpiryTimeoutMs = s.expiryTimeoutMs.Load()
 	return br, nil
 }
 
@@ -44,7 +45,11 @@ func (s *Service) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat) 
 		return wire.Broker{}, err
 	}
 	br, err := s.store.HeartbeatBroker(ctx, hb, s.now().UnixMilli())
-	return br, registryErr(err)
+	if err != nil {
+		return br, registryErr(err)
+	}
+	br.ExpiryTimeoutMs = s.expiryTimeoutMs.Load()
+	return br, nil
 }
 
 // DeregisterBroker removes a broker from the fleet. A broker that is

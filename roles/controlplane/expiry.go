@@ -86,6 +86,7 @@ func (s *Service) StartExpiry(cfg ExpiryConfig) {
 		panic("controlplane: StartExpiry called twice")
 	}
 	e := &expiry{store: s.store, cfg: cfg, now: s.now, log: s.log}
+	s.expiryTimeoutMs.Store(cfg.Timeout.Milliseconds())
 	s.expiry = startLoop(s.log, "broker expiry sweep", cfg.Sweep, cfg.tickC, nil, e.sweep)
 }
 

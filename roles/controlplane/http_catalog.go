@@ -201,6 +201,7 @@ func (s *Service) createCache(r *http.Request, _ *auth.Identity) (int, any, erro
 	if err := s.store.CreateCache(r.Context(), c); err != nil {
 		return 0, nil, err
 	}
+	s.awaitPlaced(r.Context(), placedRef{wire.PlacementCache, c.TenantID, c.Namespace, c.Cache})
 	return http.StatusCreated, c, nil
 }
 

@@ -121,6 +121,14 @@ func (s *Service) createBatch(r *http.Request, _ *auth.Identity) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	refs := make([]placedRef, 0, len(b.Streams)+len(b.Caches))
+	for _, sp := range b.Streams {
+		refs = append(refs, placedRef{wire.PlacementStream, sp.TenantID, sp.Namespace, sp.Stream})
+	}
+	for _, c := range b.Caches {
+		refs = append(refs, placedRef{wire.PlacementCache, c.TenantID, c.Namespace, c.Cache})
+	}
+	s.awaitPlaced(r.Context(), refs...)
 	return http.StatusCreated, batchResponse{Streams: b.Streams, Caches: b.Caches, Replayed: replayed}, nil
 }
 

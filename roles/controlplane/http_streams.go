@@ -39,6 +39,7 @@ func (s *Service) createStream(r *http.Request, _ *auth.Identity) (int, any, err
 	if err := s.store.CreateStream(r.Context(), sp); err != nil {
 		return 0, nil, err
 	}
+	s.awaitPlaced(r.Context(), placedRef{wire.PlacementStream, sp.TenantID, sp.Namespace, sp.Stream})
 	return http.StatusCreated, sp, nil
 }
 

@@ -65,6 +65,9 @@ func operation(rt route) obj {
 		"description": "error",
 		"content":     obj{"application/json": obj{"schema": ref("Error")}},
 	}}
+	if rt.notModified {
+		responses["304"] = obj{"description": "not modified: the tag sent as known is current"}
+	}
 	op["responses"] = responses
 	if rt.scope != scopeNone {
 		op["security"] = []obj{{"felixToken": []string{}}}

@@ -16,12 +16,14 @@ func withClusterSchemas(s obj) obj {
 		"storage_id":   name("random id of the broker's data directory, new when the directory is new"),
 	}
 	record := obj{
-		"state":             obj{"type": "string", "enum": []string{"live", "draining", "down", "deregistered"}},
-		"registrations":     integer(1, 0, "registrations under this node id"),
-		"registered_at_ms":  integer(0, 0, "Unix ms of the last registration (the control plane's clock)"),
-		"last_heartbeat_ms": integer(0, 0, "Unix ms of the last heartbeat or registration"),
-		"down_at_ms":        integer(0, 0, "Unix ms when the leader marked it down"),
-		"shards_owned":      integer(0, 0, "shards it owns in the placement"),
+		"state":              obj{"type": "string", "enum": []string{"live", "draining", "down", "deregistered"}},
+		"registrations":      integer(1, 0, "registrations under this node id"),
+		"registered_at_ms":   integer(0, 0, "Unix ms of the last registration (the control plane's clock)"),
+		"last_heartbeat_ms":  integer(0, 0, "Unix ms of the last heartbeat or registration"),
+		"down_at_ms":         integer(0, 0, "Unix ms when the leader marked it down"),
+		"shards_owned":       integer(0, 0, "shards it owns in the placement"),
+		"finalized_features": strs("answers to a registration or heartbeat only: the fleet features finalized now"),
+		"expiry_timeout_ms":  integer(0, 0, "answers to a registration or heartbeat only: FELIX_NODE_EXPIRY_TIMEOUT_MS; the broker serves its shards only while its last answered heartbeat was sent less than this ago"),
 	}
 	for k, v := range reg {
 		record[k] = v
@@ -61,6 +63,13 @@ func withClusterSchemas(s obj) obj {
 		"name":            name("the stream's or cache's name"),
 		"shards":          obj{"type": "array", "items": shard, "description": "one per shard, in shard order"},
 		"last_generation": integer(0, 0, "the highest generation ever handed out"),
+	})
+	s["ClusterView"] = object([]string{"tag", "placement_revision", "brokers", "assignments"}, obj{
+		"cluster_id":         str("the cluster's id"),
+		"tag":                str("changes whenever a broker's node id, state, addresses or storage identity, or the placement, changes; send it back as known"),
+		"placement_revision": integer(0, 0, "grows with every applied placement change"),
+		"brokers":            obj{"type": "array", "items": ref("Broker"), "description": "the registry, deregistered brokers left out (shards_owned not counted)"},
+		"assignments":        obj{"type": "array", "items": shard, "description": "every shard of every stream and cache, by kind, tenant, namespace, name, shard"},
 	})
 	s["FinalizeRequest"] = object(nil, obj{"features": strs("features to finalize; none: every supported one")})
 	return s

@@ -19,6 +19,10 @@ type PlacementStore interface {
 	// ResourcePlacement returns, after a barrier, one stream's or cache's
 	// assignments in shard order and the generation counter.
 	ResourcePlacement(ctx context.Context, kind, tenant, ns, name string) ([]wire.ShardAssignment, uint64, error)
+	// ClusterState reads, after a barrier and in one transaction, the
+	// brokers (deregistered left out) and the placement's revision and
+	// counter, with every assignment when withAssignments is set.
+	ClusterState(ctx context.Context, withAssignments bool) (catalog.ClusterState, error)
 	// PlacementInputsChanged receives (one coalescing slot) when this
 	// member applied a command that may change the placement's input.
 	PlacementInputsChanged() <-chan struct{}
@@ -52,3 +56,8 @@ func (s *RaftStore) ResourcePlacement(ctx context.Context, kind, tenant, ns, nam
 
 // PlacementInputsChanged implements PlacementStore.
 func (s *RaftStore) PlacementInputsChanged() <-chan struct{} { return s.cat.PlacementInputsChanged() }
+
+// ClusterState implements PlacementStore.
+func (s *RaftStore) ClusterState(ctx context.Context, withAssignments bool) (catalog.ClusterState, error) {
+	return readAfter(ctx, s, func() (catalog.ClusterState, error) { return s.cat.ClusterState(withAssignments) })
+}

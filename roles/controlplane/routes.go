@@ -28,6 +28,7 @@ type route struct {
 	request      string // component schema of the body, "" for none
 	response     string // component schema of the success body, "" for none
 	status       int    // success status
+	notModified  bool   // may also answer 304 Not Modified (no body)
 	handle       handlerFunc
 }
 
@@ -121,6 +122,9 @@ func (s *Service) routes() []route {
 		{method: "DELETE", path: "/v1/brokers/{node}", scope: scopeCluster, summary: "Deregister a broker", status: gone, handle: s.deleteBroker},
 		{method: "GET", path: pPlacementStream, scope: scopeRead, summary: "Where each shard of a stream is placed: owner node id, generation, why it is unavailable", response: "Placement", status: ok, handle: s.getStreamPlacement},
 		{method: "GET", path: pPlacementCache, scope: scopeRead, summary: "Where each shard of a cache is placed: owner node id, generation, why it is unavailable", response: "Placement", status: ok, handle: s.getCachePlacement},
+		{method: "GET", path: "/v1/cluster/view", scope: scopeCluster, summary: "The cluster view brokers route by: every registered broker (deregistered left out) and every shard's assignment, with a tag; 304 when known is the tag",
+			query:    []param{{"known", "string", "the tag the caller holds: answered 304 Not Modified, no body, while it is current"}},
+			response: "ClusterView", status: ok, notModified: true, handle: s.getClusterView},
 		{method: "GET", path: "/v1/fleet/features", scope: scopeCluster, summary: "The fleet-wide feature gate: each feature, whether every live broker supports it, whether it is finalized", response: "FleetFeatures", status: ok, handle: s.getFleetFeatures},
 		{method: "POST", path: "/v1/fleet/features/finalize", scope: scopeCluster, summary: "Turn fleet features on for good (none named: every supported one); refused while a live broker lacks one", request: "FinalizeRequest", response: "FleetFeatures", status: ok, handle: s.finalizeFeatures},
 	}

@@ -61,6 +61,13 @@ type Service struct {
 	expiry *bgLoop
 	// placement is the placement loop once StartPlacement ran (nil before).
 	placement *bgLoop
+	// lastView is the cluster view last read whole (nil before), shared
+	// by the brokers that ask for the same tag (cluster_view.go).
+	lastView atomic.Pointer[wire.ClusterView]
+	// expiryTimeoutMs is FELIX_NODE_EXPIRY_TIMEOUT_MS once StartExpiry
+	// ran (0 before): registration and heartbeat answers carry it, on
+	// every member, so brokers keep their lease by it.
+	expiryTimeoutMs atomic.Int64
 }
 
 // startTimeout bounds the store reads and writes of NewContext (loading or

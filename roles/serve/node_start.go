@@ -137,12 +137,19 @@ func (n *node) startControlPlaneHTTP(context.Context) error {
 // recorded once it is built: Shutdown also undoes a Start that failed.
 func (n *node) startBroker(ctx context.Context) error {
 	catalog := n.catalog
+	// The broker joins the cluster: it routes by the view of the control
+	// plane in process (felix serve) or over REST (felix broker).
+	var cluster broker.ClusterViewSource
+	if n.cp != nil {
+		cluster = n.cp
+	}
 	if catalog == nil {
 		tokenFile := n.o.TokenFile
 		if tokenFile == "" {
 			tokenFile = filepath.Join(n.o.DataDir, adminTokenFile)
 		}
 		catalog = catalogsync.NewHTTPSource(n.o.ControlPlaneURL, fileToken(tokenFile, n.log), &http.Client{Timeout: 10 * time.Second})
+		cluster, _ = catalog.(broker.ClusterViewSource)
 	}
 	tlsCfg, ca, err := serverTLS(n.o, n.log)
 	if err != nil {
@@ -164,7 +171,7 @@ func (n *node) startBroker(ctx context.Context) error {
 		cfg.Peer.DevCADir = filepath.Join(n.o.DataDir, "tls") // beside the serving certificate's CA
 	}
 	verifier := auth.NewVerifier(auth.VerifierOptions{Fetch: catalog.JWKS})
-	srv, err := broker.New(cfg, broker.Deps{Catalog: catalog, TLS: tlsCfg, Logger: n.log, Verifier: verifier, OnFatal: n.fatal})
+	srv, err := broker.New(cfg, broker.Deps{Catalog: catalog, Cluster: cluster, TLS: tlsCfg, Logger: n.log, Verifier: verifier, OnFatal: n.fatal})
 	if err != nil {
 		return err
 	}
@@ -175,6 +182,9 @@ func (n *node) startBroker(ctx context.Context) error {
 	}
 	return nil
 }
+
+// The control plane's Service is the in-process cluster view source.
+var _ broker.ClusterViewSource = (*controlplane.Service)(nil)
 
 // fatal stops the node because the control plane refused its broker.
 func (n *node) fatal(err error) {

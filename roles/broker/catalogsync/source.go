@@ -125,6 +125,13 @@ func (h *httpSource) get(ctx context.Context, path string) ([]byte, error) {
 
 // call is get for any method, with an optional JSON body.
 func (h *httpSource) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	b, _, err := h.callStatus(ctx, method, path, body)
+	return b, err
+}
+
+// callStatus is call that also returns the status of a successful
+// answer (2xx, or 304 with no body).
+func (h *httpSource) callStatus(ctx context.Context, method, path string, body []byte) ([]byte, int, error) {
 	start := h.cur.Load()
 	var err error
 	for i := range uint32(len(h.bases)) {
@@ -136,13 +143,13 @@ func (h *httpSource) call(ctx context.Context, method, path string, body []byte)
 			if idx != start {
 				h.cur.CompareAndSwap(start, idx)
 			}
-			return b, nil
+			return b, status, nil
 		}
 		if ctx.Err() != nil || (status != 0 && status < 500) {
-			return nil, err
+			return nil, status, err
 		}
 	}
-	return nil, err
+	return nil, 0, err
 }
 
 // do is one request; status is 0 when no answer arrived.
@@ -175,6 +182,9 @@ func (h *httpSource) do(ctx context.Context, method, base, path string, body []b
 	}
 	if int64(len(b)) > h.maxBody {
 		return nil, resp.StatusCode, fmt.Errorf("catalogsync: %s %s: response larger than %d bytes", method, path, h.maxBody)
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		return nil, resp.StatusCode, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, resp.StatusCode, &StatusError{Status: resp.StatusCode,

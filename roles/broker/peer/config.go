@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,23 @@ type Config struct {
 	MaxPendingPings int
 	// MaxFrameBytes refuses longer frames (default 1 MiB).
 	MaxFrameBytes uint32
+	// Handle answers the calls other nodes make on this node's links
+	// (call.go), each on a goroutine of its own, with the caller as the
+	// link's handshake named it. It must return once ctx ends (the link
+	// ended or the caller gave up). Nil answers every call unsupported.
+	Handle func(ctx context.Context, from Peer, req Request) Reply
+	// MaxCallsInFlight bounds the calls this end has in flight on one
+	// link (default 1024); past it Call fails with ErrBusy. It is also
+	// the number of call streams the other end may open at once.
+	MaxCallsInFlight int
+	// MaxCallBytes refuses call frames (requests and replies) longer than
+	// this (default 17 MiB: a client's largest frame and room for the
+	// call's header).
+	MaxCallBytes uint32
+	// CallIOTimeout bounds how long the answering end waits for a call's
+	// request to arrive whole, and for its reply to be written (default
+	// 30s).
+	CallIOTimeout time.Duration
 	// KeepAlive and MaxIdleTimeout are the QUIC keep-alive period and
 	// idle timeout of a link (defaults 2s and 6s, as client connections).
 	KeepAlive      time.Duration
@@ -69,12 +87,17 @@ func (c Config) withDefaults() Config {
 	def(&c.HandshakeTimeout, 5*time.Second)
 	def(&c.DialBackoff, 100*time.Millisecond)
 	def(&c.MaxDialBackoff, 2*time.Second)
+	def(&c.CallIOTimeout, 30*time.Second)
 	def(&c.KeepAlive, 2*time.Second)
 	def(&c.MaxIdleTimeout, 6*time.Second)
 	defInt(&c.DialAttempts, 5)
 	defInt(&c.MaxLinks, 256)
 	defInt(&c.SendQueue, 64)
 	defInt(&c.MaxPendingPings, 64)
+	defInt(&c.MaxCallsInFlight, 1024)
+	if c.MaxCallBytes == 0 {
+		c.MaxCallBytes = 17 << 20
+	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = 1 << 20
 	}

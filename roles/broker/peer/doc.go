@@ -1,6 +1,7 @@
 // Package peer is the link between brokers of one cluster: a general
-// message channel that this release uses for a handshake and ping/pong,
-// and that replication (log shipping, fences) will use next.
+// message channel that this release uses for a handshake, ping/pong and
+// calls (a request and its reply, call.go: forwarded publishes and cache
+// operations), and that replication (log shipping, fences) will use next.
 //
 // The contract:
 //
@@ -21,17 +22,22 @@
 //     Pong) behind the wire frame header with flags 0, on the link's one
 //     bidirectional stream, opened by the dialer. Frames are at most
 //     Config.MaxFrameBytes. A message of an unknown type is ignored.
+//     Calls (call.go, callframe.go) each open a bidirectional stream of
+//     their own, either end of a handshaken link, and carry one call
+//     frame (flags FlagCall: a JSON header and a binary body) each way;
+//     Config.Handle answers them with the caller's handshaken identity.
 //  4. Handshake (handshake.go). peer_hello then peer_welcome within
 //     HandshakeTimeout; a version, node id or storage identity that does
 //     not match is refused with ErrVersionMismatch, ErrWrongNode or
 //     ErrStorageMismatch.
 //  5. Bounds. MaxLinks links (handshakes included) per endpoint,
 //     SendQueue frames queued per link, MaxPendingPings pings awaiting a
-//     pong per link; past each, ErrBusy (a pong that does not fit is
+//     pong per link, MaxCallsInFlight calls per link; past each, ErrBusy (a pong that does not fit is
 //     dropped: the ping times out at its sender, as a lost one would).
 //  6. Ownership. The Endpoint owns every goroutine: its accept loop, one
-//     per handshake under way, and per link a reader with its writer as
-//     child. Endpoint.Close closes every link (CloseShutdown) and returns
+//     per handshake under way, one per dial Call shares, and per link a
+//     reader with its writer, its call acceptor and each call it serves
+//     as children. Endpoint.Close closes every link (CloseShutdown) and returns
 //     once all of them have ended; Link.Close likewise for one link.
 //     Dial runs on its caller's goroutine and retries with a doubling
 //     back-off, except after a refusal.

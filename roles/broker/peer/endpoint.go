@@ -33,9 +33,12 @@ type Endpoint struct {
 	mu sync.Mutex
 	// slots counts links held plus handshakes under way, both ways.
 	// Invariant: slots <= cfg.MaxLinks, and slots >= len(links).
-	slots  int                // guarded by mu
-	links  map[*Link]struct{} // guarded by mu; handshaken links
-	closed bool               // guarded by mu; set by Close
+	slots int                // guarded by mu
+	links map[*Link]struct{} // guarded by mu; handshaken links
+	// dialed are the links Call uses, by node id: one per node, dialed on
+	// first use (call.go). Guarded by mu.
+	dialed map[string]*dialSlot
+	closed bool // guarded by mu; set by Close
 }
 
 // Listen starts an endpoint whose listener binds the UDP address addr
@@ -45,7 +48,7 @@ func Listen(addr string, cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	e := &Endpoint{cfg: cfg, log: cfg.Logger.With("peer_node_id", cfg.NodeID), links: map[*Link]struct{}{}}
+	e := &Endpoint{cfg: cfg, log: cfg.Logger.With("peer_node_id", cfg.NodeID), links: map[*Link]struct{}{}, dialed: map[string]*dialSlot{}}
 	ln, err := quic.ListenAddr(addr, e.serverTLS(), e.quicConfig())
 	if err != nil {
 		return nil, fmt.Errorf("peer: listen %s: %w", addr, err)
@@ -62,9 +65,8 @@ func (e *Endpoint) quicConfig() *quic.Config {
 		HandshakeIdleTimeout: e.cfg.HandshakeTimeout,
 		KeepAlivePeriod:      e.cfg.KeepAlive,
 		MaxIdleTimeout:       e.cfg.MaxIdleTimeout,
-		// One bidirectional stream per link today; a few spare for the
-		// messages part 2 adds.
-		MaxIncomingStreams:    16,
+		// The handshake stream, and one per call in flight (call.go).
+		MaxIncomingStreams:    int64(e.cfg.MaxCallsInFlight) + 1,
 		MaxIncomingUniStreams: -1,
 	}
 }

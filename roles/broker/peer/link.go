@@ -41,6 +41,9 @@ type Link struct {
 	// done is closed when run has ended: both loops stopped, the link
 	// forgotten by its endpoint.
 	done chan struct{}
+	// calls holds a token per call this end has in flight, at most
+	// cfg.MaxCallsInFlight.
+	calls chan struct{}
 
 	mu sync.Mutex
 	// pending maps the seq of each ping awaiting its pong to the channel
@@ -55,6 +58,7 @@ func newLink(ep *Endpoint, qc *quic.Conn, st *quic.Stream, fr *wire.FrameReader,
 		ep: ep, qc: qc, st: st, fr: fr, peer: p,
 		sendC:   make(chan []byte, ep.cfg.SendQueue),
 		done:    make(chan struct{}),
+		calls:   make(chan struct{}, ep.cfg.MaxCallsInFlight),
 		pending: map[uint64]chan struct{}{},
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
@@ -157,17 +161,22 @@ func (l *Link) send(m wire.Message) error {
 	}
 }
 
-// run reads frames until the link ends, with the writer as its child;
-// then it closes the connection, waits for the writer and leaves the
-// endpoint.
+// run reads frames until the link ends, with the writer, the call
+// acceptor and every call being served as its children; then it closes
+// the connection, waits for them and leaves the endpoint.
 func (l *Link) run() {
 	defer close(l.done)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	var wg, calls sync.WaitGroup
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		l.writeLoop()
 	}()
+	go func() {
+		defer wg.Done()
+		l.acceptCalls(&calls)
+	}()
+	defer calls.Wait()
 	err := l.readLoop()
 	l.cancel(remoteError(err))
 	l.qc.CloseWithError(CloseNormal, "closed")

@@ -1,7 +1,8 @@
 // Package sched is the broker's publish scheduler: one process-wide
 // bounded queue drained by a fixed set of executor goroutines.
 //
-// Lanes. Every Job names a lane (a stream shard). A lane runs one job at a
+// Lanes. Every Job names a lane (a stream shard, or the publishes
+// forwarded to a stream shard another broker owns). A lane runs one job at a
 // time, in the order its jobs were enqueued; different lanes run side by
 // side. A lane is busy from the moment an executor takes its head job
 // until Run returns; later jobs of that lane wait in the lane's FIFO.

@@ -7,14 +7,22 @@ import (
 	"github.com/felixmq/felix/core"
 )
 
-// LaneKey names a lane: one shard of one stream.
+// LaneKey names a lane: one shard of one stream, or, with Forwarded, the
+// publishes this broker forwards to that shard's owner on another broker
+// (a lane apart, so forwards never queue behind or ahead of the shard's
+// own publishes here).
 type LaneKey struct {
-	Stream core.StreamKey
-	Shard  uint32
+	Stream    core.StreamKey
+	Shard     uint32
+	Forwarded bool
 }
 
 func (k LaneKey) String() string {
-	return fmt.Sprintf("%s/%s/%s#%d", k.Stream.Tenant, k.Stream.Namespace, k.Stream.Stream, k.Shard)
+	s := fmt.Sprintf("%s/%s/%s#%d", k.Stream.Tenant, k.Stream.Namespace, k.Stream.Stream, k.Shard)
+	if k.Forwarded {
+		s += "(forwarded)"
+	}
+	return s
 }
 
 // Job is one unit of scheduled work: the ordered half of a publish.

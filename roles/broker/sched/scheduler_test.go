@@ -272,3 +272,36 @@ func TestHugeJobDoesNotSpin(t *testing.T) {
 		t.Fatalf("order %v", order)
 	}
 }
+
+func TestForwardedLaneIsApartFromTheShardsOwn(t *testing.T) {
+	s := New(Config{Executors: 2})
+	defer s.Close()
+	own := laneOf("s", 0)
+	fwd := own
+	fwd.Forwarded = true
+	if own == fwd || fwd.String() != own.String()+"(forwarded)" {
+		t.Fatalf("lanes %v and %v", own, fwd)
+	}
+	// Each job waits for the other: they finish only if the two lanes run
+	// side by side.
+	a, b := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{}, 2)
+	wait := func(mine, other chan struct{}) func() {
+		return func() {
+			close(mine)
+			select {
+			case <-other:
+			case <-time.After(10 * time.Second):
+				t.Error("the other lane never ran alongside")
+			}
+			done <- struct{}{}
+		}
+	}
+	for _, j := range []Job{{Tenant: "a", Lane: own, Run: wait(a, b)}, {Tenant: "a", Lane: fwd, Run: wait(b, a)}} {
+		if err := s.TryEnqueue(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	<-done
+}

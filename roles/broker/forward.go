@@ -1,0 +1,648 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/felixmq/felix/core"
+	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/internal/metricdoc"
+	"github.com/felixmq/felix/roles/broker/peer"
+	"github.com/felixmq/felix/roles/broker/sched"
+	"github.com/felixmq/felix/wire"
+)
+
+// Forwarding: a broker in a cluster takes publishes and cache operations
+// for every shard, and sends those for a shard another broker owns on to
+// that owner over the peer link (a peer call, roles/broker/peer), then
+// answers its client with the owner's answer as if it had served the
+// request itself (docs/protocol.md "Broker-to-broker messages").
+//
+// Authorized twice: the entry broker checks the client's token as for a
+// local request before it forwards; the owner checks the raw token again
+// with its own verifier, revocations and permissions. An owner whose own
+// route for the shard is not local refuses (not_leader or
+// shard_unavailable) and never forwards again.
+//
+// Order: the entry runs the publishes it forwards to one shard in a lane
+// of their own (sched.LaneKey.Forwarded), one at a time: each waits for
+// the owner's answer before the next is sent. So publishes keep their
+// order across the forward, fire-and-forget ones included, at the cost
+// of one round trip per publish per shard (no pipelining yet). On the
+// owner a forwarded publish takes the shard's own lane, the same
+// admission and the same scheduler as a local publish.
+//
+// Outcome: a forward that was never sent is refused with
+// shard_unavailable (retry); one sent but not answered (the link died,
+// the owner stalled past ForwardTimeout) with retry class
+// outcome_unknown, never acknowledged nor sent again.
+
+// Peer call types of forwarding.
+const (
+	TypeFwdPublish = "fwd_publish"
+	TypeFwdCache   = "fwd_cache"
+)
+
+// forwardTimeout bounds one forward, from the call to the owner's answer.
+const forwardTimeout = 10 * time.Second
+
+// Reasons of felix_broker_forward_failures_total.
+const (
+	fwdFailNoPeer     = "no_peer_link"      // no peer endpoint here, or no peer address for the owner
+	fwdFailNotSent    = "owner_unreachable" // the call was never sent
+	fwdFailUnanswered = "unanswered"        // sent, no answer: outcome unknown
+	fwdFailNotOwner   = "not_owner"         // the owner's view disagrees: not_leader or shard_unavailable
+	fwdFailDropped    = "dropped"           // a fire-and-forget publish that failed or was refused, for any of the above or by the owner: dropped
+)
+
+var forwardHelp = map[string]string{
+	"felix_broker_forwarded_publishes_total":  "Publishes this broker forwarded to the shard's owner and the owner answered (successes and refusals).",
+	"felix_broker_forwarded_cache_ops_total":  "Cache operations this broker forwarded to the key's owner and the owner answered.",
+	"felix_broker_forward_failures_total":     "Forwards that could not be made or got no answer, by reason; reason dropped counts the fire-and-forget publishes lost so, and those the owner refused.",
+	"felix_broker_forwards_received_total":    "Publishes and cache operations other brokers forwarded to this broker.",
+	"felix_broker_forward_refused_auth_total": "Forwards this broker refused because the client's token did not pass its own check (authorized twice).",
+}
+
+// forwarder is a Server's forwarding state.
+type forwarder struct {
+	set                   *metrics.Set
+	published, cacheOps   *metrics.Counter
+	received, refusedAuth *metrics.Counter
+	failMu                sync.Mutex
+	failures              map[string]*metrics.Counter // by reason, a fixed set
+	timeout               time.Duration
+	// ownerHook, when set (tests), runs at the owner before a forwarded
+	// publish is admitted.
+	ownerHook atomic.Pointer[func(ctx context.Context)]
+}
+
+func newForwarder(set *metrics.Set) *forwarder {
+	metricdoc.Describe(forwardHelp)
+	return &forwarder{
+		set:         set,
+		published:   set.NewCounter("felix_broker_forwarded_publishes_total"),
+		cacheOps:    set.NewCounter("felix_broker_forwarded_cache_ops_total"),
+		received:    set.NewCounter("felix_broker_forwards_received_total"),
+		refusedAuth: set.NewCounter("felix_broker_forward_refused_auth_total"),
+		failures:    map[string]*metrics.Counter{},
+		timeout:     forwardTimeout,
+	}
+}
+
+func (f *forwarder) failed(reason string) {
+	f.failMu.Lock()
+	c := f.failures[reason]
+	if c == nil {
+		c = f.set.GetOrCreateCounter("felix_broker_forward_failures_total{reason=" + strconv.Quote(reason) + "}")
+		f.failures[reason] = c
+	}
+	f.failMu.Unlock()
+	c.Inc()
+}
+
+// fwdPublish is the header of a fwd_publish call; its body is the
+// payloads (appendPayloads).
+type fwdPublish struct {
+	Token     string `json:"token"`
+	TenantID  string `json:"tenant_id"`
+	Namespace string `json:"namespace"`
+	Stream    string `json:"stream"`
+	Shard     uint32 `json:"shard"`
+	// Acked: the client waits for the answer. The owner answers every
+	// forward either way (the entry waits for it to keep the order).
+	Acked bool `json:"acked"`
+	// Generation is the shard's ownership generation in the entry's view.
+	Generation uint64 `json:"generation"`
+}
+
+// fwdPublished is the header of a fwd_publish reply: the base offset the
+// batch was given, on a durable shard.
+type fwdPublished struct {
+	Offset *uint64 `json:"offset,omitempty"`
+}
+
+// fwdCache is the header of a fwd_cache call; its body is the client's
+// request (cache_put, cache_get or cache_delete) as JSON, and the reply's
+// body is the answer message (or error) to send the client unchanged.
+type fwdCache struct {
+	Token     string `json:"token"`
+	TenantID  string `json:"tenant_id"`
+	Namespace string `json:"namespace"`
+	Cache     string `json:"cache"`
+	Shard     uint32 `json:"shard"`
+	// WithCodes: the client negotiated FEATURE_ERROR_CODES, so errors in
+	// the answer carry code, retry and detail.
+	WithCodes  bool   `json:"with_codes"`
+	Generation uint64 `json:"generation"`
+}
+
+// appendPayloads encodes a publish's payloads: per payload a u32
+// big-endian length and its bytes.
+func appendPayloads(dst []byte, payloads [][]byte) []byte {
+	for _, p := range payloads {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(p)))
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// parsePayloads decodes appendPayloads' encoding; the payloads alias b.
+func parsePayloads(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("payloads: %d bytes left, a length needs 4", len(b))
+		}
+		n := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		if uint64(n) > uint64(len(b)) {
+			return nil, fmt.Errorf("payloads: a payload of %d bytes, %d left", n, len(b))
+		}
+		out = append(out, b[:n:n])
+		b = b[n:]
+	}
+	if len(out) == 0 {
+		return nil, errors.New("payloads: none")
+	}
+	return out, nil
+}
+
+// --- the entry broker ---
+
+// forwardPublish sends a publish for shard idx, which this broker does not
+// serve, to its owner, or refuses it when nobody serves it. It takes the
+// same budgets as a local publish and a place in the shard's forwarded
+// lane; the lane's job sends the forward once the one ahead is answered.
+func (cs *controlStream) forwardPublish(r *pubRequest, st *core.Stream, idx uint32, rt Route) {
+	srv := cs.srv
+	if rt.NodeID == "" {
+		cs.refuse(r, rt.Err(wire.ShardKindStream, r.stream, idx))
+		return
+	}
+	if !srv.canForward(rt) {
+		cs.refuse(r, rt.Err(wire.ShardKindStream, r.stream, idx))
+		return
+	}
+	lk := sched.LaneKey{Stream: st.Key(), Shard: idx, Forwarded: true}
+	p := &admitted{cs: cs, req: r, lane: lk, commitAck: r.acked, fwd: &rt}
+	if !p.admit() {
+		cs.queueFull(r)
+	}
+}
+
+// canForward reports whether this broker can reach rt's owner: it runs a
+// peer listener and the view names the owner's. When not, the request is
+// refused with the route's not_leader, so the client goes to the owner
+// itself.
+func (s *Server) canForward(rt Route) bool {
+	if s.Peer() == nil || rt.PeerAddr == "" {
+		s.fwd.failed(fwdFailNoPeer)
+		return false
+	}
+	return true
+}
+
+// runForward is a forwarded publish's ordered step: it links the publish
+// behind the lane's previous forward and sends it on a goroutine of its
+// own once that one is answered.
+func (p *admitted) runForward() {
+	prev, done := p.cs.srv.lanes.link(p.l)
+	go p.forward(prev, done)
+}
+
+func (p *admitted) forward(prev <-chan struct{}, done chan struct{}) {
+	srv := p.cs.srv
+	defer srv.publishes.done()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-srv.workCtx.Done():
+		}
+	}
+	off, e := srv.forwardPublishCall(srv.workCtx, p.cs.token, p.req, p.lane.Shard, *p.fwd)
+	close(done)
+	if p.commitAck {
+		var b []byte
+		if e != nil {
+			b = p.cs.publishErrorFrame(p.req.requestID, e)
+		} else {
+			if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 {
+				off = nil
+			}
+			b = wire.AppendPublishOKFrame(nil, p.req.requestID, off)
+		}
+		p.owedHeld = false
+		p.cs.out.sendOwed(b)
+	} else if e != nil {
+		srv.fwd.failed(fwdFailDropped)
+		srv.log.Debug("a forwarded fire-and-forget publish failed", "tenant", p.req.tenant, "stream", p.req.stream, "shard", p.lane.Shard, "err", e)
+	}
+	p.release()
+}
+
+// forwardPublishCall makes the fwd_publish call and returns the owner's
+// answer: the batch's base offset (nil when the shard keeps none), or the
+// refusal to answer the client with.
+func (s *Server) forwardPublishCall(ctx context.Context, token string, r *pubRequest, shard uint32, rt Route) (*uint64, *wire.Error) {
+	hdr, _ := json.Marshal(fwdPublish{Token: token, TenantID: r.tenant, Namespace: r.ns, Stream: r.stream, Shard: shard,
+		Acked: r.acked, Generation: rt.Generation})
+	rep, e := s.forwardCall(ctx, rt, peer.Request{Type: TypeFwdPublish, Header: hdr, Body: appendPayloads(nil, r.payloads)}, true)
+	if e != nil {
+		return nil, e
+	}
+	s.fwd.published.Inc()
+	if rep.Err != nil {
+		return nil, rep.Err
+	}
+	var ok fwdPublished
+	if len(rep.Header) > 0 {
+		if err := json.Unmarshal(rep.Header, &ok); err != nil {
+			s.fwd.failed(fwdFailUnanswered)
+			return nil, unanswered(rt, fmt.Errorf("the answer does not decode: %w", err))
+		}
+	}
+	return ok.Offset, nil
+}
+
+// forwardCall makes one forward call to rt's owner. An error is the
+// refusal for the client: the owner could not be asked (retry), or was
+// asked and did not answer (outcome_unknown when the request changes
+// something, retry otherwise). A refusal by the owner comes back in the
+// reply.
+func (s *Server) forwardCall(ctx context.Context, rt Route, req peer.Request, changes bool) (peer.Reply, *wire.Error) {
+	ep := s.Peer()
+	if ep == nil || rt.PeerAddr == "" {
+		s.fwd.failed(fwdFailNoPeer)
+		return peer.Reply{}, wire.NewError(wire.CodeShardUnavailable, "cannot reach %s, the shard's owner: no peer link", rt.NodeID).
+			WithDetail(wire.DetailReason, fwdFailNoPeer).WithDetail("node_id", rt.NodeID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.fwd.timeout)
+	defer cancel()
+	rep, err := ep.Call(ctx, peer.Target{NodeID: rt.NodeID, Addr: rt.PeerAddr}, req)
+	switch {
+	case err == nil:
+		if rep.Err != nil && (rep.Err.Code == wire.CodeNotLeader || rep.Err.Code == wire.CodeShardUnavailable) {
+			s.fwd.failed(fwdFailNotOwner)
+		}
+		return rep, nil
+	case errors.Is(err, peer.ErrUnanswered):
+		s.fwd.failed(fwdFailUnanswered)
+		if !changes {
+			return peer.Reply{}, wire.NewError(wire.CodeShardUnavailable, "%s, the shard's owner, did not answer: %v", rt.NodeID, err).
+				WithDetail(wire.DetailReason, fwdFailUnanswered).WithDetail("node_id", rt.NodeID)
+		}
+		return peer.Reply{}, unanswered(rt, err)
+	case errors.Is(err, peer.ErrBusy):
+		// As many forwards to the owner as a link may carry are in flight.
+		s.fwd.failed(fwdFailNotSent)
+		return peer.Reply{}, wire.NewError(wire.CodeOverloaded, "too many requests in flight to %s, the shard's owner: %v", rt.NodeID, err).
+			WithDetail(wire.DetailReason, "forward_busy").WithDetail("node_id", rt.NodeID)
+	}
+	s.fwd.failed(fwdFailNotSent)
+	return peer.Reply{}, wire.NewError(wire.CodeShardUnavailable, "cannot reach %s, the shard's owner: %v", rt.NodeID, err).
+		WithDetail(wire.DetailReason, fwdFailNotSent).WithDetail("node_id", rt.NodeID)
+}
+
+// unanswered is the refusal of a forward that may have been applied.
+func unanswered(rt Route, err error) *wire.Error {
+	return (&wire.Error{Code: wire.CodeShardUnavailable, Retry: wire.RetryOutcomeUnknown,
+		Message: fmt.Sprintf("forwarded to %s, the shard's owner, which did not answer; it may have been applied: %v", rt.NodeID, err)}).
+		WithDetail(wire.DetailReason, "forward_unanswered").WithDetail("node_id", rt.NodeID)
+}
+
+// forwardCache serves a cache operation whose key's shard another broker
+// owns (or nobody serves): it forwards it and sends the owner's answer,
+// or refuses. It reports false when the shard is local: the caller serves
+// it. The entry has authorized and resolved the request already.
+func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key string, reqID uint64) bool {
+	srv := cs.srv
+	shard, rt := srv.cacheRoute(tenant, ns, cache, key)
+	if rt.Local {
+		return false
+	}
+	if rt.NodeID == "" || !srv.canForward(rt) {
+		cs.sendError(rt.Err(wire.ShardKindCache, cache, shard), &reqID)
+		return true
+	}
+	body, err := wire.MarshalMessage(m)
+	if err != nil {
+		cs.sendError(asWireError(err), &reqID)
+		return true
+	}
+	hdr, _ := json.Marshal(fwdCache{Token: cs.token, TenantID: tenant, Namespace: ns, Cache: cache, Shard: shard,
+		WithCodes: cs.withCodes(), Generation: rt.Generation})
+	_, isGet := m.(*wire.CacheGet)
+	rep, e := srv.forwardCall(cs.ctx, rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: body}, !isGet)
+	if e != nil {
+		cs.sendError(e, &reqID)
+		return true
+	}
+	srv.fwd.cacheOps.Inc()
+	if rep.Err != nil {
+		cs.sendError(rep.Err, &reqID)
+		return true
+	}
+	cs.out.send(cs.ctx, wire.AppendFrame(nil, 0, rep.Body))
+	return true
+}
+
+// cacheRoute is where a cache key's requests go, and its shard (by the
+// cache's shard count from the catalog, cluster_msgs.go).
+func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
+	if s.routes.standalone {
+		return 0, Route{Local: true}
+	}
+	n := s.cacheShards(tenant, ns, cache)
+	if n == 0 {
+		if s.routes.view.Load() == nil {
+			return 0, Route{Unavailable: unavailableNotReady}
+		}
+		return 0, Route{Unavailable: wire.UnavailableNotAssigned}
+	}
+	shard := wire.ShardForKey([]byte(key), n)
+	return shard, s.route(s.workCtx, wire.ShardKindCache, tenant, ns, cache, shard)
+}
+
+// --- the owner ---
+
+// handlePeerCall answers the calls other brokers make on the peer link.
+func (s *Server) handlePeerCall(ctx context.Context, _ peer.Peer, req peer.Request) peer.Reply {
+	switch req.Type {
+	case TypeFwdPublish:
+		s.fwd.received.Inc()
+		return s.serveForwardedPublish(ctx, req)
+	case TypeFwdCache:
+		s.fwd.received.Inc()
+		return s.serveForwardedCache(ctx, req)
+	}
+	return peer.ErrorReply(wire.NewError(wire.CodeUnsupported, "unknown peer call %q", req.Type))
+}
+
+// checkForwarded authorizes a forwarded request again, here, as if the
+// client had sent it to this broker: its token against this broker's
+// verifier and revocations, the tenant, and the permission for action on
+// resource.
+func (s *Server) checkForwarded(ctx context.Context, token, tenant string, action auth.Action, resource string) (*auth.Identity, *wire.Error) {
+	id, err := s.verifier.Verify(ctx, token, tenant)
+	if err != nil {
+		s.fwd.refusedAuth.Inc()
+		e := asWireError(err)
+		if e.Code != wire.CodeUnauthorized && e.Code != wire.CodeRevoked {
+			e = wire.NewError(wire.CodeUnauthorized, "%s", e.Message)
+		}
+		return nil, e
+	}
+	if e := s.revs.Check(id); e != nil {
+		s.fwd.refusedAuth.Inc()
+		return nil, e
+	}
+	cs := &controlStream{srv: s, id: id}
+	if e := cs.authorize(tenant, action, resource); e != nil {
+		s.fwd.refusedAuth.Inc()
+		return nil, e
+	}
+	return id, nil
+}
+
+// serveForwardedPublish publishes a forwarded batch as a local publish
+// would be (the shard's lane, admission, the scheduler) and answers once
+// it is published, with its base offset on a durable shard.
+func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) peer.Reply {
+	var h fwdPublish
+	if err := json.Unmarshal(req.Header, &h); err != nil {
+		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_publish header: %v", err))
+	}
+	payloads, err := parsePayloads(req.Body)
+	if err != nil {
+		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_publish: %v", err))
+	}
+	id, e := s.checkForwarded(ctx, h.Token, h.TenantID, auth.ActionStreamPublish, auth.StreamResource(h.TenantID, h.Namespace, h.Stream))
+	if e != nil {
+		return peer.ErrorReply(e)
+	}
+	// Never forwarded again: a shard this broker does not serve now is
+	// refused, naming its owner when there is one.
+	if rt := s.route(ctx, wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard); !rt.Local {
+		return peer.ErrorReply(rt.Err(wire.ShardKindStream, h.Stream, h.Shard))
+	}
+	st, re := s.resolveStream(h.TenantID, h.Namespace, h.Stream)
+	if re != nil {
+		return peer.ErrorReply(re)
+	}
+	if err := wire.CheckShard("stream", h.Stream, h.Shard, st.Shards()); err != nil {
+		return peer.ErrorReply(asWireError(err))
+	}
+	sh, err := st.Shard(h.Shard)
+	if err != nil {
+		return peer.ErrorReply(asWireError(err))
+	}
+	if hook := s.fwd.ownerHook.Load(); hook != nil {
+		(*hook)(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		// The entry gave up, or the link ended: nobody waits for this
+		// answer, so the publish is not made.
+		return peer.ErrorReply(asWireError(err))
+	}
+	p := &ownerPublish{srv: s, tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
+		payloads: payloads, subject: id.Subject, res: make(chan ownerResult, 1)}
+	if !p.admit(sched.LaneKey{Stream: st.Key(), Shard: h.Shard}) {
+		s.metrics.queueFullByTenant.get(h.TenantID).Inc()
+		return peer.ErrorReply(queueFullError())
+	}
+	select {
+	case r := <-p.res:
+		if r.err != nil {
+			return peer.ErrorReply(asWireError(r.err))
+		}
+		hdr, _ := json.Marshal(fwdPublished{Offset: r.offset})
+		return peer.Reply{Header: hdr}
+	case <-ctx.Done():
+		// The entry gave up or the link ended: the publish finishes all
+		// the same; the entry answers outcome_unknown.
+		return peer.ErrorReply(asWireError(ctx.Err()))
+	}
+}
+
+// ownerPublish is a forwarded publish on its way through admission, the
+// scheduler and the core at the shard's owner: admitted's counterpart
+// without a client stream (the answer goes back on the peer call).
+type ownerPublish struct {
+	srv      *Server
+	tenant   string
+	shard    *core.Shard
+	policy   core.QueuePolicy
+	durable  bool
+	payloads [][]byte
+	subject  string
+	res      chan ownerResult // one slot: the answer
+
+	n          int64
+	globalHeld bool
+	l          *lane
+}
+
+type ownerResult struct {
+	offset *uint64
+	err    error
+}
+
+// admit takes the process byte budget and a place in the shard's lane and
+// queues the job, never waiting; false when there is no room (everything
+// given back).
+func (p *ownerPublish) admit(lk sched.LaneKey) bool {
+	srv := p.srv
+	p.n = max(1, min(int64(core.BatchBytes(p.payloads)), srv.cfg.PublishTotalInflightBytes))
+	p.globalHeld = srv.pubBytes.TryAcquire(p.n)
+	if p.globalHeld {
+		p.l, _ = srv.lanes.admit(srv.workCtx, lk, false)
+	}
+	if p.l == nil {
+		p.release()
+		return false
+	}
+	srv.publishes.add(1)
+	if srv.sched.TryEnqueue(sched.Job{Tenant: p.tenant, Lane: lk, Bytes: int(p.n), Run: p.run}) != nil {
+		p.release()
+		srv.publishes.done()
+		return false
+	}
+	return true
+}
+
+func (p *ownerPublish) release() {
+	if p.l != nil {
+		p.srv.lanes.release(p.l)
+		p.l = nil
+	}
+	if p.globalHeld {
+		p.srv.pubBytes.Release(p.n)
+		p.globalHeld = false
+	}
+}
+
+// run is the ordered step, as admitted.run.
+func (p *ownerPublish) run() {
+	srv := p.srv
+	if p.durable {
+		c, err := p.shard.Claim(p.payloads, p.subject)
+		if err != nil {
+			srv.publishes.done()
+			p.settle(err, nil)
+			return
+		}
+		finish := func() {
+			defer srv.publishes.done()
+			base := c.BaseOffset()
+			p.settle(c.Finish(srv.workCtx), &base)
+		}
+		if c.Durable() && p.policy != core.Block {
+			finish()
+			return
+		}
+		go finish()
+		return
+	}
+	prev, done := srv.lanes.link(p.l)
+	if isClosed(prev) && p.policy != core.Block {
+		p.publish(nil, done)
+		return
+	}
+	go p.publish(prev, done)
+}
+
+func (p *ownerPublish) publish(prev <-chan struct{}, done chan struct{}) {
+	srv := p.srv
+	defer srv.publishes.done()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-srv.workCtx.Done():
+		}
+	}
+	_, err := p.shard.Publish(srv.workCtx, p.payloads, p.subject)
+	close(done)
+	p.settle(err, nil)
+}
+
+func (p *ownerPublish) settle(err error, offset *uint64) {
+	if err == nil {
+		p.srv.metrics.publishMessages.Add(len(p.payloads))
+		p.srv.metrics.publishBytes.Add(core.BatchBytes(p.payloads))
+	}
+	p.release()
+	p.res <- ownerResult{offset: offset, err: err}
+}
+
+// serveForwardedCache runs a forwarded cache operation and answers with
+// the message to send the client.
+func (s *Server) serveForwardedCache(ctx context.Context, req peer.Request) peer.Reply {
+	var h fwdCache
+	if err := json.Unmarshal(req.Header, &h); err != nil {
+		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache header: %v", err))
+	}
+	msg, err := wire.ParseMessage(req.Body)
+	if err != nil {
+		return peer.ErrorReply(asWireError(err))
+	}
+	var (
+		key, tenant, ns, cache string
+		reqID                  uint64
+		action                 = auth.ActionCacheWrite
+		run                    func(*core.Cache) (wire.Message, *wire.Error)
+	)
+	switch m := msg.(type) {
+	case *wire.CachePut:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return putIn(c, m) }
+	case *wire.CacheGet:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		action = auth.ActionCacheRead
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return getIn(c, m) }
+	case *wire.CacheDelete:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return deleteIn(c, m) }
+	default:
+		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache carries %s", msg.MessageType()))
+	}
+	answer := func(m wire.Message, e *wire.Error) peer.Reply {
+		if e != nil {
+			em := e.ErrorMessage(h.WithCodes)
+			em.RequestID = &reqID
+			m = em
+		}
+		b, err := wire.MarshalMessage(m)
+		if err != nil {
+			return peer.ErrorReply(asWireError(err))
+		}
+		return peer.Reply{Body: b}
+	}
+	if v, ok := msg.(wire.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return answer(nil, asWireError(err))
+		}
+	}
+	if tenant != h.TenantID || ns != h.Namespace || cache != h.Cache {
+		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache: the header and the request name different caches"))
+	}
+	if _, e := s.checkForwarded(ctx, h.Token, tenant, action, auth.CacheResource(tenant, ns, cache, key)); e != nil {
+		return answer(nil, e)
+	}
+	if shard, rt := s.cacheRoute(tenant, ns, cache, key); !rt.Local {
+		return answer(nil, rt.Err(wire.ShardKindCache, cache, shard))
+	}
+	c, e := s.resolveCache(tenant, ns, cache)
+	if e != nil {
+		return answer(nil, e)
+	}
+	return answer(run(c))
+}
