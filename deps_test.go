@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
 	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
-	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta"},
+	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
 	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
 	"sdk/felix":            {"wire", "sdk/felix", "internal/metricdoc"},
 	"e2e":                  {"sdk/felix", "wire", "e2e"},

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,6 +44,7 @@ func (e *APIError) Error() string {
 // AdminClient talks to the control plane's REST API with a bearer token.
 type AdminClient struct {
 	base  *url.URL
+	more  []*url.URL // the cluster's other control planes, tried when base cannot be dialled
 	token string
 	http  *http.Client
 }
@@ -57,15 +59,18 @@ func NewAdminClient(s Settings) (*AdminClient, error) {
 	if err := s.needToken(); err != nil {
 		return nil, err
 	}
-	raw := s.ControlPlane
-	if !strings.Contains(raw, "://") {
-		raw = "http://" + raw
+	u, err := parseControlPlaneURL(s.ControlPlane)
+	if err != nil {
+		return nil, err
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("control plane URL %q: want http(s)://HOST:PORT", s.ControlPlane)
+	var more []*url.URL
+	for _, raw := range s.MoreControlPlanes {
+		m, err := parseControlPlaneURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		more = append(more, m)
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if s.ConnectTimeout > 0 { // --connect-timeout bounds the TCP and TLS set-up
 		tr.DialContext = (&net.Dialer{Timeout: s.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -82,7 +87,52 @@ func NewAdminClient(s Settings) (*AdminClient, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &AdminClient{base: u, token: s.Token, http: &http.Client{Transport: tr, Timeout: DefaultAdminTimeout}}, nil
+	return &AdminClient{base: u, more: more, token: s.Token, http: &http.Client{Transport: tr, Timeout: DefaultAdminTimeout}}, nil
+}
+
+func parseControlPlaneURL(raw string) (*url.URL, error) {
+	full := raw
+	if !strings.Contains(full, "://") {
+		full = "http://" + full
+	}
+	u, err := url.Parse(full)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("control plane URL %q: want http(s)://HOST:PORT", raw)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+// send sends req's method, path and body to the control plane, moving on
+// to the cluster's next control plane (and staying there) when this one
+// cannot be dialled: the request was never sent, so even a write is safe
+// to send again.
+func (a *AdminClient) send(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Response, error) {
+	for {
+		u := *a.base
+		u.Path += path
+		u.RawQuery = query.Encode()
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		req.Header.Set("Accept", "application/json")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := a.http.Do(req)
+		var op *net.OpError
+		if err != nil && len(a.more) > 0 && errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
+			a.base, a.more = a.more[0], a.more[1:]
+			continue
+		}
+		return resp, err
+	}
 }
 
 // Close releases idle connections.
@@ -103,27 +153,15 @@ func apiPath(segments ...string) string {
 // answer's body is decoded into out (when not nil and the body is not
 // empty). Other answers become *APIError.
 func (a *AdminClient) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	u := *a.base
-	u.Path += path
-	u.RawQuery = query.Encode()
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.http.Do(req)
+	resp, err := a.send(ctx, method, path, query, body)
 	if err != nil {
 		return fmt.Errorf("control plane %s: %w", a.base.Host, err)
 	}

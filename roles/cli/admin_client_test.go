@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -304,5 +305,37 @@ func TestAdminStreamCommands(t *testing.T) {
 	}
 	if r := cmd("admin", "token", "create", "--perms", "*:*"); r.exitCode() != exitUsage {
 		t.Fatalf("token without --sub: exit %d", r.exitCode())
+	}
+}
+
+// A control plane that cannot be dialled is passed over for the
+// cluster's next one, which then answers every request, writes included.
+func TestAdminClientMovesOnToTheNextControlPlane(t *testing.T) {
+	_, srv := startControlPlane(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	a, err := NewAdminClient(Settings{ControlPlane: down, MoreControlPlanes: []string{srv.URL}, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := context.Background()
+	if _, err := a.CreateStream(ctx, wire.StreamSpec{TenantID: "default", Namespace: "default", Stream: "s"}); err != nil {
+		t.Fatalf("create through the second control plane: %v", err)
+	}
+	if list, err := a.Streams(ctx, "default", "default"); err != nil || len(list) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	b, err := NewAdminClient(Settings{ControlPlane: down, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Tenants(ctx); err == nil {
+		t.Fatal("a control plane that cannot be dialled answered")
 	}
 }

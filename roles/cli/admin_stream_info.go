@@ -120,6 +120,8 @@ func sdkClientOf(bc brokerClient) (*felix.Client, error) {
 		return sdkClientOf(v.brokerClient)
 	case sdkClient:
 		return v.Client, nil
+	case *clusterClient:
+		return v.single(context.Background()) // bounded by --connect-timeout per broker
 	}
 	return nil, errors.New("this command needs a connection to a broker")
 }

@@ -49,19 +49,45 @@ func (c sdkClient) SubscribeFrom(ctx context.Context, namespace, stream string, 
 	return sub, nil
 }
 
-// dialBroker connects the Go client with the settings' broker, CA and token.
+// dialBroker connects the Go client with the settings' broker, CA and
+// token; with several brokers (a cluster's client.json), a ClusterClient
+// seeded with all of them (clusterClient).
 func dialBroker(ctx context.Context, s Settings) (brokerClient, error) {
+	if len(s.MoreBrokers) > 0 {
+		return dialCluster(ctx, s)
+	}
+	c, err := dialFirst(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return patientClient{sdkClient{c}}, nil
+}
+
+// dialFirst connects to the settings' broker or, when it cannot be
+// reached, to the first of s.MoreBrokers that can, each tried within
+// --connect-timeout; the first error is the one reported.
+func dialFirst(ctx context.Context, s Settings) (*felix.Client, error) {
 	cfg, err := s.SDKConfig()
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout) // --connect-timeout
-	defer cancel()
-	c, err := felix.Connect(dctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to broker %s: %w", s.Broker, err)
+	var firstErr error
+	for _, addr := range append([]string{s.Broker}, s.MoreBrokers...) {
+		cfg.Addr = addr
+		dctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout) // --connect-timeout
+		c, err := felix.Connect(dctx, cfg)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if firstErr == nil {
+			firstErr = fmt.Errorf("connect to broker %s: %w", addr, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return patientClient{sdkClient{c}}, nil
+	return nil, firstErr
 }
 
 // clientSetup makes the printer and loads the client settings: the first

@@ -91,6 +91,11 @@ type Settings struct {
 	// ConnectTimeout bounds connecting to the broker (QUIC handshake and
 	// authentication) and to the control plane; positive.
 	ConnectTimeout time.Duration
+	// MoreBrokers and MoreControlPlanes are the cluster's other nodes
+	// (client.json's broker_addrs and controlplane_urls, which felix dev
+	// writes), tried in order when Broker or ControlPlane does not
+	// answer. Empty when the flag or variable named the address.
+	MoreBrokers, MoreControlPlanes []string
 
 	clientFile string // the client.json consulted (or every place looked), for error messages
 }
@@ -103,6 +108,24 @@ type clientFile struct {
 	TokenFile       string `json:"token_file"`
 	Tenant          string `json:"tenant"`
 	Namespace       string `json:"namespace"`
+	// Every node of a cluster (felix dev), broker_addr and
+	// controlplane_url among them.
+	BrokerAddrs      []string `json:"broker_addrs"`
+	ControlPlaneURLs []string `json:"controlplane_urls"`
+}
+
+// others returns list without first, when first came from the file.
+func others(flagSet bool, first string, list []string) []string {
+	if flagSet {
+		return nil
+	}
+	var out []string
+	for _, v := range list {
+		if v != "" && v != first {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // LoadClientSettings resolves the connection settings of the command in c.
@@ -150,6 +173,14 @@ func LoadClientSettings(c *cli.Context) (Settings, error) {
 		ConnectTimeout: timeout,
 		clientFile:     src.describe(),
 	}
+	if s.Broker == "" && len(cf.BrokerAddrs) > 0 {
+		s.Broker = cf.BrokerAddrs[0]
+	}
+	if s.ControlPlane == "" && len(cf.ControlPlaneURLs) > 0 {
+		s.ControlPlane = cf.ControlPlaneURLs[0]
+	}
+	s.MoreBrokers = others(c.String(flagBroker) != "", s.Broker, cf.BrokerAddrs)
+	s.MoreControlPlanes = others(c.String(flagControlPlane) != "", s.ControlPlane, cf.ControlPlaneURLs)
 	switch {
 	case c.String(flagTokenFile) != "":
 		s.TokenFile = c.String(flagTokenFile)

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -60,7 +63,7 @@ func TestSettingsFromClientFile(t *testing.T) {
 		ConnectTimeout: defaultConnectTimeout,
 	}
 	s.clientFile = ""
-	if s != want {
+	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %+v\nwant %+v", s, want)
 	}
 }
@@ -148,5 +151,44 @@ func TestSettingsBadFiles(t *testing.T) {
 	}
 	if _, err := loadSettings(t, "--data-dir", t.TempDir(), "--token-file", filepath.Join(dir, "nope")); err == nil {
 		t.Fatal("missing token file accepted")
+	}
+}
+
+// A cluster's client.json (felix dev) names every node: the first is
+// used, the others are kept to try when it does not answer, unless a
+// flag names the address.
+func TestSettingsFromClusterClientFile(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, clientFileName), []byte(`{"broker_addrs":["a:1","b:1","c:1"],
+		"controlplane_urls":["http://a:2","http://b:2"],"token_file":"t"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "t"), []byte("tok"), 0o600)
+	s, err := loadSettings(t, "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Broker != "a:1" || !reflect.DeepEqual(s.MoreBrokers, []string{"b:1", "c:1"}) ||
+		s.ControlPlane != "http://a:2" || !reflect.DeepEqual(s.MoreControlPlanes, []string{"http://b:2"}) {
+		t.Fatalf("%+v", s)
+	}
+	if s, err = loadSettings(t, "--data-dir", dir, "--broker", "x:1"); err != nil || s.Broker != "x:1" || s.MoreBrokers != nil {
+		t.Fatalf("--broker: %+v %v", s, err)
+	}
+}
+
+// With several brokers the commands connect a ClusterClient over all of
+// them; with one, a single connection. Neither answers here, and each
+// error says which it tried.
+func TestDialBrokerUsesEveryBrokerOfACluster(t *testing.T) {
+	s := Settings{Broker: "127.0.0.1:1", MoreBrokers: []string{"127.0.0.1:2"}, Token: "t", Tenant: "default",
+		ConnectTimeout: 200 * time.Millisecond}
+	_, err := dialBroker(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "cluster's brokers") || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Fatalf("cluster: %v", err)
+	}
+	s.MoreBrokers = nil
+	_, err = dialBroker(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "connect to broker 127.0.0.1:1") {
+		t.Fatalf("one broker: %v", err)
 	}
 }

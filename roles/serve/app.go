@@ -10,6 +10,7 @@ import (
 
 	felixcli "github.com/felixmq/felix/roles/cli"
 	"github.com/felixmq/felix/roles/cli/bench"
+	"github.com/felixmq/felix/roles/dev"
 )
 
 // BuildInfo is what the binary was built from (buildinfo.Read).
@@ -40,12 +41,17 @@ func App(build BuildInfo) *cli.App {
 	}
 	app.Commands = append([]*cli.Command{
 		{
-			Name:        "serve",
-			Usage:       "run a broker and a control plane in one process",
-			UsageText:   "felix serve [--data-dir DIR] [--broker-addr HOST:PORT] [--controlplane-addr HOST:PORT] [--metrics-addr HOST:PORT] [--config FILE]",
-			Description: "Starts the control plane (REST on --controlplane-addr), the broker (QUIC on --broker-addr) and\nthe metrics/health endpoints. The first start creates the default tenant and namespace, a\ndevelopment CA, an admin token and client.json in --data-dir. SIGTERM drains gracefully; a\nsecond signal exits at once.",
-			Flags:       roleFlags(true, true),
-			Action:      func(c *cli.Context) error { return runNode(c, true, true) },
+			Name:      "serve",
+			Usage:     "run a broker and a control plane in one process",
+			UsageText: "felix serve [--data-dir DIR] [--broker-addr HOST:PORT] [--controlplane-addr HOST:PORT] [--metrics-addr HOST:PORT] [--raft-node-id N --raft-peers 1=URL,2=URL,3=URL] [--config FILE]",
+			Description: "Starts the control plane (REST on --controlplane-addr), the broker (QUIC on --broker-addr) and\nthe metrics/health endpoints. The first start creates the default tenant and namespace, a\ndevelopment CA, an admin token and client.json in --data-dir. SIGTERM drains gracefully; a\nsecond signal exits at once.\n\n" +
+				"With --raft-peers the node is member --raft-node-id of a multi-node cluster: its control plane\n" +
+				"is a voter of that Raft group and its broker's node id defaults to broker-<raft node id>\n" +
+				"(FELIX_NODE_ID overrides it). The nodes' development certificates must come from one CA: put\n" +
+				"the same tls/ca.pem and tls/ca-key.pem in every --data-dir before the first start (felix dev\n" +
+				"does), or give operator certificates (docs/operations.md, Running a cluster).",
+			Flags:  append(roleFlags(true, true), raftFlags()...),
+			Action: func(c *cli.Context) error { return runNode(c, true, true) },
 		},
 		{
 			Name:        "broker",
@@ -68,7 +74,7 @@ func App(build BuildInfo) *cli.App {
 			Action: func(c *cli.Context) error { return runNode(c, true, false) },
 		},
 	}, felixcli.Commands(build)...)
-	app.Commands = append(app.Commands, bench.Command())
+	app.Commands = append(app.Commands, dev.Command(), bench.Command())
 	felixcli.ApplyConventions(app)
 	return app
 }

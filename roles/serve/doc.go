@@ -12,9 +12,15 @@
 //	<data-dir>/admin.token       cluster-scope token (0600), minted on first start
 //	<data-dir>/client.json       what a client needs: addresses, CA file, token file, tenant
 //
-// The control plane is always a Raft member: a one-voter group with a
-// loopback peer port for `felix serve`, or member --raft-node-id of the
-// --raft-peers group for `felix controlplane`. A controlplane.db left by an
+// The control plane is always a Raft member: without --raft-peers a
+// one-voter group with a loopback peer port, with them member
+// --raft-node-id of that group (`felix controlplane`, and `felix serve` as
+// one node of a cluster, whose broker is then broker-<raft node id>).
+// Token signing keys and the default tenant live in the Raft catalog, so
+// every member's admin.token is valid on every broker; the development
+// CA does not: the nodes of a cluster share one only when their
+// <data-dir>/tls/ca.pem and ca-key.pem are the same files' copies
+// (roles/dev puts them there). A controlplane.db left by an
 // earlier release is moved into the Raft store on the first start and
 // renamed controlplane.db.migrated. FELIX_CONTROLPLANE_TLS_CERT/_KEY serve
 // the REST API over TLS and secure peer traffic (mutual with

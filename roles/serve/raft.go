@@ -39,8 +39,8 @@ func raftFlags() []cli.Flag {
 	}
 }
 
-// loadRaftOptions reads the Raft flags (present only on `felix
-// controlplane`) and the FELIX_RAFT_TICK_MS / FELIX_RAFT_SNAPSHOT_EVERY
+// loadRaftOptions reads the Raft flags (of `felix controlplane` and
+// `felix serve`) and the FELIX_RAFT_TICK_MS / FELIX_RAFT_SNAPSHOT_EVERY
 // tuning variables.
 func loadRaftOptions(c *cli.Context, o *options) (raftOptions, error) {
 	ro := raftOptions{NodeID: 1, DataDir: filepath.Join(o.DataDir, "raft")}
