@@ -1,10 +1,7 @@
-
 // The cluster tests (#14): routing, forwarding and failover
-// across a real three-node cluster started with felix dev. They need the
-// broker to open and close placed shards, forward publishes and cache
-// operations to their owners, and the SDK's ClusterClient to route to
-// owners; the build tag comes off when that lands (go test -tags
-// clusterwip ./e2e -run TestCluster meanwhile).
+// across a real three-node cluster started with felix dev: brokers open
+// and close their placed shards, forward publishes and cache operations
+// to the owners, and the SDK's ClusterClient routes straight to them.
 package e2e
 
 import (

@@ -1,4 +1,3 @@
-
 // The README's "Three nodes" block subscribes to a six-shard stream
 // through felix dev's client.json: the CLI's ClusterClient must take each
 // shard's subscription to its owner (the SDK's owner routing, branch
