@@ -340,3 +340,27 @@ func TestClusterStreamAfterView(t *testing.T) {
 		t.Fatalf("owned shard of the replaced stream: %v", err)
 	}
 }
+
+// A request that reaches a stream the catalog made visible before it
+// opened the shards the view places here (the window between the core's
+// apply and openOwned) opens them itself instead of answering "not open".
+func TestServedShardOpensAnOwnedShardTheCatalogHasNotOpenedYet(t *testing.T) {
+	e := startClusterEnv(t, testConfig(), nil)
+	e.srv.applyView(clusterView("v1", placed{kind: "stream", name: "fresh", shard: 0, node: selfNode, gen: 2},
+		placed{kind: "stream", name: "fresh", shard: 1, node: "broker-9", gen: 3}))
+	spec := wire.StreamSpec{TenantID: testTenant, Namespace: "prod", Stream: "fresh", Shards: 2}
+	if err := e.srv.core.ApplyStream(spec); err != nil { // the core's half of a catalog apply
+		t.Fatal(err)
+	}
+	st, _ := e.srv.core.Stream(core.StreamKey{Tenant: testTenant, Namespace: "prod", Stream: "fresh"})
+	if _, err := st.Shard(0); err == nil {
+		t.Fatal("the core opened a shard by itself")
+	}
+	sh, err := e.srv.servedShard(st, 0)
+	if err != nil || sh.Generation() != 2 {
+		t.Fatalf("servedShard of an owned shard: %v", err)
+	}
+	if _, err := e.srv.servedShard(st, 1); err == nil {
+		t.Fatal("servedShard opened a shard placed on another broker")
+	}
+}

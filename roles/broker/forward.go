@@ -441,7 +441,7 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	if err := wire.CheckShard("stream", h.Stream, h.Shard, st.Shards()); err != nil {
 		return peer.ErrorReply(asWireError(err))
 	}
-	sh, err := st.Shard(h.Shard)
+	sh, err := s.servedShard(st, h.Shard)
 	if err != nil {
 		return peer.ErrorReply(asWireError(err))
 	}

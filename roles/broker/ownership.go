@@ -160,3 +160,22 @@ func (s *Server) openOwned(spec wire.StreamSpec) {
 		}
 	}
 }
+
+// servedShard is st.Shard for a request the route table sent here. The
+// catalog makes a stream visible before it opens the shards the view
+// places here (openOwned runs after the apply, sometimes after fetching
+// the view), so a request that arrives in between finds its shard not
+// open yet: it opens the owned shards itself (serialized with the
+// catalog's open by s.own.mu) and asks once more.
+func (s *Server) servedShard(st *core.Stream, idx uint32) (*core.Shard, error) {
+	sh, err := st.Shard(idx)
+	if err == nil || s.cluster == nil {
+		return sh, err
+	}
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeShardUnavailable || we.Detail[wire.DetailReason] != core.ReasonNotReady {
+		return sh, err
+	}
+	s.openOwned(st.Spec())
+	return st.Shard(idx)
+}

@@ -97,7 +97,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		cs.forwardPublish(r, st, idx, rt) // forward.go
 		return
 	}
-	sh, err := st.Shard(idx)
+	sh, err := cs.srv.servedShard(st, idx)
 	if err != nil {
 		cs.refuse(r, asWireError(err))
 		return

@@ -81,7 +81,7 @@ func (cs *controlStream) readableShard(v wire.Validator, tenant, ns, stream stri
 	if e := cs.srv.routeRefusal(wire.ShardKindStream, tenant, ns, stream, shard); e != nil {
 		return nil, e
 	}
-	sh, err := st.Shard(shard)
+	sh, err := cs.srv.servedShard(st, shard)
 	if err != nil {
 		return nil, asWireError(err)
 	}

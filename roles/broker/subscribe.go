@@ -39,7 +39,7 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 	if e := cs.srv.routeRefusal(wire.ShardKindStream, m.TenantID, m.Namespace, m.Stream, idx); e != nil {
 		return e
 	}
-	sh, err := st.Shard(idx)
+	sh, err := cs.srv.servedShard(st, idx)
 	if err != nil {
 		return asWireError(err)
 	}
