@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,23 +32,11 @@ func keyForShard(shard, n uint32) []byte {
 	}
 }
 
-// createCache creates a cache with shards shards through the REST API
-// (felix admin cache create has no --shards yet).
+// createCache creates a cache with shards shards (felix admin cache
+// create --shards).
 func (d *devCluster) createCache(ctx context.Context, name string, shards uint32) {
 	d.t.Helper()
-	body, _ := json.Marshal(wire.CacheSpec{TenantID: "default", Namespace: "default", Cache: name, Shards: shards})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.client.ControlPlaneURL+"/v1/tenants/default/namespaces/default/caches",
-		strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+d.adminToken())
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		d.t.Fatalf("create cache %s: HTTP %d", name, resp.StatusCode)
-	}
+	d.mustFelix(ctx, "admin", "cache", "create", name, "--shards", fmt.Sprint(shards))
 }
 
 // placed waits until every shard of the stream (or, with --cache, the

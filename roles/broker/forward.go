@@ -128,6 +128,9 @@ type fwdPublish struct {
 // batch was given, on a durable shard.
 type fwdPublished struct {
 	Offset *uint64 `json:"offset,omitempty"`
+	// Generation is the owner's, when the entry's was older
+	// (forward_owner.go).
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // fwdCache is the header of a fwd_cache call; its body is the client's
@@ -290,6 +293,7 @@ func (s *Server) forwardCall(ctx context.Context, rt Route, req peer.Request, ch
 	rep, err := ep.Call(ctx, peer.Target{NodeID: rt.NodeID, Addr: rt.PeerAddr}, req)
 	switch {
 	case err == nil:
+		s.noteOwnerGeneration(rt, rep)
 		if rep.Err != nil && (rep.Err.Code == wire.CodeNotLeader || rep.Err.Code == wire.CodeShardUnavailable) {
 			s.fwd.failed(fwdFailNotOwner)
 		}
@@ -308,8 +312,7 @@ func (s *Server) forwardCall(ctx context.Context, rt Route, req peer.Request, ch
 			WithDetail(wire.DetailReason, "forward_busy").WithDetail("node_id", rt.NodeID)
 	}
 	s.fwd.failed(fwdFailNotSent)
-	return peer.Reply{}, wire.NewError(wire.CodeShardUnavailable, "cannot reach %s, the shard's owner: %v", rt.NodeID, err).
-		WithDetail(wire.DetailReason, fwdFailNotSent).WithDetail("node_id", rt.NodeID)
+	return peer.Reply{}, unreachable(rt, err)
 }
 
 // unanswered is the refusal of a forward that may have been applied.
@@ -431,8 +434,12 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	}
 	// Never forwarded again: a shard this broker does not serve now is
 	// refused, naming its owner when there is one.
-	if rt := s.route(ctx, wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard); !rt.Local {
+	rt := s.route(ctx, wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard)
+	if !rt.Local {
 		return peer.ErrorReply(rt.Err(wire.ShardKindStream, h.Stream, h.Shard))
+	}
+	if e := s.checkForwardGeneration(wire.ShardKindStream, h.Stream, h.Shard, rt, h.Generation); e != nil {
+		return peer.ErrorReply(e)
 	}
 	st, re := s.resolveStream(h.TenantID, h.Namespace, h.Stream)
 	if re != nil {
@@ -464,7 +471,7 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 		if r.err != nil {
 			return peer.ErrorReply(asWireError(r.err))
 		}
-		hdr, _ := json.Marshal(fwdPublished{Offset: r.offset})
+		hdr, _ := json.Marshal(fwdPublished{Offset: r.offset, Generation: newerOwnGeneration(h.Generation, rt.Generation)})
 		return peer.Reply{Header: hdr}
 	case <-ctx.Done():
 		// The entry gave up or the link ended: the publish finishes all
@@ -637,12 +644,18 @@ func (s *Server) serveForwardedCache(ctx context.Context, req peer.Request) peer
 	if _, e := s.checkForwarded(ctx, h.Token, tenant, action, auth.CacheResource(tenant, ns, cache, key)); e != nil {
 		return answer(nil, e)
 	}
-	if shard, rt := s.cacheRoute(tenant, ns, cache, key); !rt.Local {
+	shard, rt := s.cacheRoute(tenant, ns, cache, key)
+	if !rt.Local {
 		return answer(nil, rt.Err(wire.ShardKindCache, cache, shard))
+	}
+	if e := s.checkForwardGeneration(wire.ShardKindCache, cache, shard, rt, h.Generation); e != nil {
+		return answer(nil, e)
 	}
 	c, e := s.resolveCache(tenant, ns, cache)
 	if e != nil {
 		return answer(nil, e)
 	}
-	return answer(run(c))
+	rep := answer(run(c))
+	rep.Header = ownerGenerationHeader(h.Generation, rt.Generation)
+	return rep
 }

@@ -184,15 +184,13 @@ func cacheKind() resourceKind[wire.CacheSpec] {
 		},
 		label: inNamespace,
 		createFlags: []cli.Flag{
+			&cli.UintFlag{Name: "shards", Usage: "number of shards; in a cluster each is placed on a broker", DefaultText: "1"},
 			&cli.Uint64Flag{Name: "max-entries", Usage: "hold at most `N` keys", DefaultText: "broker default"},
 			&cli.Uint64Flag{Name: "max-bytes", Usage: "hold at most `BYTES` of keys and values", DefaultText: "broker default"},
 		},
-		createOptions: "[--max-entries N] [--max-bytes N]",
-		createExample: "felix admin cache create sessions --max-entries 100000",
-		create: func(c *cli.Context, a *AdminClient, s Settings, name string) (wire.CacheSpec, error) {
-			return a.CreateCache(c.Context, wire.CacheSpec{TenantID: s.Tenant, Namespace: s.Namespace, Cache: name,
-				MaxEntries: c.Uint64("max-entries"), MaxBytes: c.Uint64("max-bytes")})
-		},
+		createOptions: "[--shards N] [--max-entries N] [--max-bytes N]",
+		createExample: "felix admin cache create sessions --shards 3 --max-entries 100000",
+		create:        createCache,
 		list: func(ctx context.Context, a *AdminClient, s Settings) ([]wire.CacheSpec, error) {
 			return a.Caches(ctx, s.Tenant, s.Namespace)
 		},
@@ -203,6 +201,22 @@ func cacheKind() resourceKind[wire.CacheSpec] {
 			return a.DeleteCache(ctx, s.Tenant, s.Namespace, name)
 		},
 	}
+}
+
+// createCache creates a cache from a cache create command's flags.
+// --shards 0 is refused here: the spec's shard count omits 0, which would
+// mean the default.
+func createCache(c *cli.Context, a *AdminClient, s Settings, name string) (wire.CacheSpec, error) {
+	spec := wire.CacheSpec{TenantID: s.Tenant, Namespace: s.Namespace, Cache: name,
+		MaxEntries: c.Uint64("max-entries"), MaxBytes: c.Uint64("max-bytes")}
+	if c.IsSet("shards") {
+		n := c.Uint("shards")
+		if n == 0 || n > 1<<20 {
+			return spec, usageErrorf(c, "--shards %d: want a number from 1 to %d", n, 1<<20)
+		}
+		spec.Shards = uint32(n)
+	}
+	return a.CreateCache(c.Context, spec)
 }
 
 func orDefault(v uint64) string {

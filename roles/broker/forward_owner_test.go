@@ -1,0 +1,202 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/felixmq/felix/wire"
+)
+
+// startSlowViews is startCluster with brokers that poll their view
+// source once a minute only, so a fetch in a test comes from a request
+// for one (viewSoon), not the timer.
+func startSlowViews(t *testing.T, streams ...wire.StreamSpec) (a, b *env) {
+	t.Helper()
+	dirs := sharedDevCA(t, 2)
+	signer, jwks := testSigner(t)
+	start := func(id, dir string) *env {
+		cfg := peerConfig(id, dir)
+		cfg.ClusterViewInterval = maxClusterViewInterval
+		src := &fakeSource{
+			tenants:    []wire.Tenant{{TenantID: testTenant}},
+			namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},
+			caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Shards: testCacheShards}},
+			jwks:       jwks,
+		}
+		for _, s := range streams {
+			s.TenantID, s.Namespace = testTenant, "prod"
+			s.Shards = max(s.Shards, 1)
+			src.streams = append(src.streams, s)
+		}
+		tlsCfg, roots := testTLS(t)
+		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &viewSource{}}
+		return startServer(t, cfg, deps, signer, roots, src)
+	}
+	return start("broker-a", dirs[0]), start("broker-b", dirs[1])
+}
+
+// settle waits until e's catalog has applied stream and no view fetch
+// is asked for or under way, so a view offered next is fetched only when
+// something asks for it.
+func settle(t *testing.T, e *env, stream string) {
+	t.Helper()
+	waitFor(t, "the catalog to apply "+stream, func() bool { _, err := e.srv.resolveStream(testTenant, "prod", stream); return err == nil })
+	waitFor(t, "pending view fetches", func() bool { return len(e.srv.view.soonC) == 0 })
+	e.srv.refreshView(context.Background())
+}
+
+// ownedAt assigns a shard to a node at a generation.
+func ownedAt(kind wire.ShardKind, name string, shard uint32, node string, gen uint64) wire.ShardAssignment {
+	a := owned(kind, name, shard, node)
+	a.Generation = gen
+	return a
+}
+
+// offer makes v the view e's source answers without applying it: e
+// holds its old view until it fetches.
+func offer(e *env, v wire.ClusterView) {
+	f := e.srv.cluster.(*viewSource)
+	f.mu.Lock()
+	f.v = v
+	f.mu.Unlock()
+}
+
+// genView is a view of a and b where b owns stream "log" and both cache
+// shards at generation gen.
+func genView(a, b *env, gen uint64) wire.ClusterView {
+	return viewOf(fmt.Sprintf("v%d", gen), []*env{a, b},
+		ownedAt(wire.ShardKindStream, "log", 0, "broker-b", gen),
+		ownedAt(wire.ShardKindCache, "sessions", 0, "broker-b", gen),
+		ownedAt(wire.ShardKindCache, "sessions", 1, "broker-b", gen))
+}
+
+func TestForwardNewerThanTheOwnersGenerationIsRefusedStale(t *testing.T) {
+	a, b := startSlowViews(t, wire.StreamSpec{Stream: "log"})
+	v1, v2 := genView(a, b, 1), genView(a, b, 2)
+	apply(a, v2)
+	apply(b, v1)
+	settle(t, b, "log")
+	offer(b, v2) // b's view is behind until it fetches
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll, cacheAll)
+
+	s.write(binPublish("log", true, 1, numbered(0)))
+	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Retry != wire.RetryRetry || e.Detail[wire.DetailReason] != reasonStaleGeneration ||
+		fmt.Sprint(e.Detail["generation"]) != "1" || fmt.Sprint(e.Detail["forward_generation"]) != "2" ||
+		!strings.Contains(e.Message, "generation 2") || !strings.Contains(e.Message, "generation 1") {
+		t.Fatalf("refusal %v", e)
+	}
+	if got := b.metric("felix_publish_messages_total"); got != 0 {
+		t.Fatalf("b published %v messages under a stale generation", got)
+	}
+	// The refusal made b fetch its view: the retry is served.
+	waitFor(t, "b to fetch v2", func() bool { return b.srv.routes.Tag() == "v2" })
+	s.write(binPublish("log", true, 2, numbered(0)))
+	if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != 2 {
+		t.Fatalf("retry answered %#v", ok)
+	}
+
+	// A cache forward too.
+	v3 := genView(a, b, 3)
+	apply(a, v3)
+	offer(b, v3)
+	s.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", RequestID: 3})
+	e = expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	if e.Detail[wire.DetailReason] != reasonStaleGeneration || fmt.Sprint(e.Detail["generation"]) != "2" {
+		t.Fatalf("cache refusal %v", e)
+	}
+	waitFor(t, "b to fetch v3", func() bool { return b.srv.routes.Tag() == "v3" })
+	s.send(&wire.CacheGet{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", RequestID: 4})
+	if v, ok := s.recv().(*wire.CacheValue); !ok || v.RequestID != 4 {
+		t.Fatalf("cache retry answered %#v", v)
+	}
+}
+
+func TestOwnerNotesItsNewerGenerationAndTheEntryCatchesUp(t *testing.T) {
+	a, b := startSlowViews(t, wire.StreamSpec{Stream: "log"})
+	v1, v2 := genView(a, b, 1), genView(a, b, 2)
+	apply(a, v1)
+	settle(t, a, "log")
+	offer(a, v2) // a's view is behind until it fetches
+	apply(b, v2)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll, cacheAll)
+
+	// b does own the shard: served, and a fetches its view.
+	s.write(binPublish("log", true, 1, numbered(0)))
+	if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != 1 {
+		t.Fatalf("publish answered %#v", ok)
+	}
+	waitFor(t, "a to fetch v2", func() bool { return a.srv.routes.Tag() == "v2" })
+	if got := b.metric("felix_publish_messages_total"); got != 1 {
+		t.Fatalf("b published %v messages", got)
+	}
+
+	v3 := genView(a, b, 3)
+	offer(a, v3)
+	apply(b, v3)
+	s.send(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: "k", Value: []byte("v"), RequestID: 2})
+	if ok, isOK := s.recv().(*wire.CacheOK); !isOK || ok.RequestID != 2 {
+		t.Fatalf("cache put answered %#v", ok)
+	}
+	waitFor(t, "a to fetch v3", func() bool { return a.srv.routes.Tag() == "v3" })
+}
+
+func TestForwardToABrokerThatNeverOwnedTheShardIsNotLeader(t *testing.T) {
+	a, b := startSlowViews(t, wire.StreamSpec{Stream: "log"})
+	// a thinks b owns the shard at a newer generation; b thinks a owns it:
+	// b does not own it at any generation, so the answer is not_leader,
+	// not stale_generation.
+	apply(a, viewOf("a", []*env{a, b}, ownedAt(wire.ShardKindStream, "log", 0, "broker-b", 5)))
+	apply(b, viewOf("b", []*env{a, b}, ownedAt(wire.ShardKindStream, "log", 0, "broker-a", 1)))
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	if e := expectCode(t, s.recv(), wire.CodeNotLeader); e.Detail["node_id"] != "broker-a" {
+		t.Fatalf("refusal %v", e)
+	}
+}
+
+func TestUnreachableOwnerIsRefusedNamingIt(t *testing.T) {
+	a, b := startCluster(t, wire.StreamSpec{Stream: "log"}, wire.StreamSpec{Stream: "mine"})
+	// A UDP socket that never answers: a QUIC dial to it waits until it
+	// gives up.
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	v := viewOf("v1", []*env{a, b}, owned(wire.ShardKindStream, "log", 0, "broker-b"), owned(wire.ShardKindStream, "mine", 0, "broker-a"))
+	v.Brokers[1].PeerAddr = silent.LocalAddr().String()
+	apply(a, v)
+	a.srv.fwd.timeout = time.Second
+
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll)
+	s.write(binPublish("log", true, 1, numbered(0)))
+	// The forward waits in its own lane: the client's stream goes on
+	// meanwhile.
+	s.write(binPublish("mine", true, 2, numbered(0)))
+	if ok, isOK := s.recv().(*wire.PublishOK); !isOK || ok.RequestID != 2 {
+		t.Fatalf("a local publish behind the forward answered %#v", ok)
+	}
+	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
+	addr := silent.LocalAddr().String()
+	if e.Retry != wire.RetryRetry || e.Detail[wire.DetailReason] != fwdFailNotSent || e.Detail["node_id"] != "broker-b" ||
+		e.Detail["peer_addr"] != addr || !strings.Contains(e.Message, "broker-b") || !strings.Contains(e.Message, addr) ||
+		!strings.Contains(e.Message, "cannot reach") {
+		t.Fatalf("refusal %v", e)
+	}
+	if got := a.metric(`felix_broker_forward_failures_total{reason="owner_unreachable"}`); got != 1 {
+		t.Fatalf("owner_unreachable failures %v", got)
+	}
+	// Still bounded the second time (the dial in the background may
+	// still be trying).
+	s.write(binPublish("log", true, 3, numbered(1)))
+	if e := expectCode(t, s.recv(), wire.CodeShardUnavailable); e.Detail["peer_addr"] != addr {
+		t.Fatalf("second refusal %v", e)
+	}
+}
