@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,16 +129,8 @@ func (d *devCluster) readDevJSON() []devNode {
 // interrupt sends SIGINT to felix dev and waits up to grace for it to
 // exit (it stops every node first).
 func (d *devCluster) interrupt(grace time.Duration) error {
-	d.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-d.exited:
-		return d.exitErr
-	case <-time.After(grace):
-		d.t.Errorf("felix dev did not exit within %v of SIGINT; killing it", grace)
-		d.cmd.Process.Kill()
-		<-d.exited
-		return d.exitErr
-	}
+	stopProcess(d.t, "felix dev", d.cmd.Process, d.exited, syscall.SIGINT, grace)
+	return d.exitErr
 }
 
 func (d *devCluster) cleanup() {
@@ -155,16 +146,9 @@ func (d *devCluster) cleanup() {
 	defer d.mu.Unlock()
 	for name, cmd := range d.restarts {
 		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			d.t.Errorf("restarted %s did not stop on SIGTERM; killing it", name)
-			cmd.Process.Kill()
-			<-done
-		}
+		stopProcess(d.t, "restarted "+name, cmd.Process, done, syscall.SIGTERM, 20*time.Second)
 	}
 	for _, n := range d.nodes { // nothing felix dev started may outlive the test
 		if n.PID > 0 && processAlive(n.PID) && d.restarts[n.Name] == nil {
@@ -268,26 +252,13 @@ func (d *devCluster) ready(name string) bool {
 // returns its stdout, stderr and exit code.
 func (d *devCluster) felix(ctx context.Context, args ...string) (string, string, int) {
 	d.t.Helper()
-	cmd := exec.CommandContext(ctx, felixBin, append(args, "--data-dir", d.dataDir)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		d.t.Fatalf("felix %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return runFelix(d.t, ctx, "", append(args, "--data-dir", d.dataDir)...)
 }
 
+// mustFelix is felix that fails the test on a non-zero exit.
 func (d *devCluster) mustFelix(ctx context.Context, args ...string) string {
 	d.t.Helper()
-	out, errOut, code := d.felix(ctx, args...)
-	if code != 0 {
-		d.t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
-	}
-	return out
+	return mustRunFelix(d.t, ctx, "", append(args, "--data-dir", d.dataDir)...)
 }
 
 // adminToken is the token client.json names (node1's admin token, valid

@@ -183,25 +183,47 @@ func (n *node) stop(sig syscall.Signal, grace time.Duration) error {
 			return
 		default:
 		}
-		n.cmd.Process.Signal(sig)
-		select {
-		case <-n.exited:
-		case <-time.After(grace):
-			n.t.Errorf("felix serve did not exit within %v of %v; killing it", grace, sig)
-			n.cmd.Process.Kill()
-			<-n.exited
-		}
+		stopProcess(n.t, "felix serve", n.cmd.Process, n.exited, sig, grace)
 	})
 	<-n.exited
 	return n.exitErr
+}
+
+// stopProcess sends sig to p, which closes exited when it has exited, and
+// waits up to grace for it; then it kills p, calling that a test error
+// about what, and waits for it to exit.
+func stopProcess(t testing.TB, what string, p *os.Process, exited <-chan struct{}, sig os.Signal, grace time.Duration) {
+	t.Helper()
+	p.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		t.Errorf("%s did not exit within %v of %v; killing it", what, grace, sig)
+		p.Kill()
+		<-exited
+	}
 }
 
 // felix runs a client command in the node's directory and returns its
 // stdout, stderr and exit code.
 func (n *node) felix(ctx context.Context, args ...string) (string, string, int) {
 	n.t.Helper()
+	return runFelix(n.t, ctx, n.dir, args...)
+}
+
+// mustFelix is felix that fails the test on a non-zero exit.
+func (n *node) mustFelix(ctx context.Context, args ...string) string {
+	n.t.Helper()
+	return mustRunFelix(n.t, ctx, n.dir, args...)
+}
+
+// runFelix runs the felix binary under test with args in dir (empty:
+// the test's directory) and returns its stdout, stderr and exit code. A
+// failure to run it fails the test.
+func runFelix(t testing.TB, ctx context.Context, dir string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, felixBin, args...)
-	cmd.Dir = n.dir
+	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -209,17 +231,17 @@ func (n *node) felix(ctx context.Context, args ...string) (string, string, int) 
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		n.t.Fatalf("felix %v: %v", args, err)
+		t.Fatalf("felix %v: %v", args, err)
 	}
 	return out.String(), errb.String(), code
 }
 
-// mustFelix is felix that fails the test on a non-zero exit.
-func (n *node) mustFelix(ctx context.Context, args ...string) string {
-	n.t.Helper()
-	out, errOut, code := n.felix(ctx, args...)
+// mustRunFelix is runFelix that fails the test on a non-zero exit.
+func mustRunFelix(t testing.TB, ctx context.Context, dir string, args ...string) string {
+	t.Helper()
+	out, errOut, code := runFelix(t, ctx, dir, args...)
 	if code != 0 {
-		n.t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+		t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
 	}
 	return out
 }
