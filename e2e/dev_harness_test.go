@@ -47,13 +47,9 @@ type devNode struct {
 // devCluster is one `felix dev` process and the nodes it started. A
 // node the test restarted runs as the test's own child (restarted).
 type devCluster struct {
+	*proc
 	t        *testing.T
 	dataDir  string // felix dev's --data-dir
-	cmd      *exec.Cmd
-	stdout   *syncBuffer
-	stderr   *syncBuffer
-	exited   chan struct{}
-	exitErr  error
 	nodes    []devNode
 	client   clientJSON
 	mu       sync.Mutex
@@ -74,31 +70,15 @@ func startDev(t *testing.T, n int, env ...string) *devCluster {
 // dir/felix-dev (felix dev's default).
 func startDevIn(t *testing.T, dir string, n int, env ...string) *devCluster {
 	t.Helper()
-	d := &devCluster{t: t, dataDir: filepath.Join(dir, "felix-dev"), stdout: &syncBuffer{}, stderr: &syncBuffer{},
-		exited: make(chan struct{}), restarts: map[string]*exec.Cmd{}, restLogs: map[string]*syncBuffer{}}
-	d.cmd = exec.Command(felixBin, "dev", "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
-	d.cmd.Dir = dir
-	d.cmd.Env = append(append(os.Environ(), clusterTimings...), env...)
-	d.cmd.Stdout, d.cmd.Stderr = d.stdout, d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start felix dev: %v", err)
-	}
-	go func() {
-		d.exitErr = d.cmd.Wait()
-		close(d.exited)
-	}()
+	cmd := exec.Command(felixBin, "dev", "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), clusterTimings...), env...)
+	d := &devCluster{t: t, dataDir: filepath.Join(dir, "felix-dev"), proc: startProc(t, "felix dev", cmd),
+		restarts: map[string]*exec.Cmd{}, restLogs: map[string]*syncBuffer{}}
 	t.Cleanup(d.cleanup)
-	deadline := time.Now().Add(90 * time.Second)
-	for !strings.Contains(d.stdout.String(), "cluster is ready") {
-		select {
-		case <-d.exited:
-			t.Fatalf("felix dev exited early (%v)\nstdout:\n%s\nstderr:\n%s", d.exitErr, d.stdout, d.stderr)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("felix dev never reported the cluster ready\nstdout:\n%s\nstderr:\n%s", d.stdout, d.stderr)
-		}
-	}
+	d.waitOutput(t, "felix dev", "the cluster ready", 90*time.Second, func(stdout string) bool {
+		return strings.Contains(stdout, "cluster is ready")
+	})
 	d.nodes = d.readDevJSON()
 	if len(d.nodes) != n {
 		t.Fatalf("dev.json lists %d nodes, want %d", len(d.nodes), n)

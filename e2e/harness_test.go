@@ -48,16 +48,56 @@ func TestMain(m *testing.M) {
 
 // node is one `felix serve` process in its own temporary directory.
 type node struct {
+	*proc
 	t        *testing.T
 	dir      string // working directory; state is in dir/felix-data
-	cmd      *exec.Cmd
-	stdout   *syncBuffer
-	stderr   *syncBuffer
 	metrics  string // http://host:port
 	client   clientJSON
-	exited   chan struct{}
-	exitErr  error
 	stopOnce sync.Once
+}
+
+// proc is a felix process a test started: its output and its exit.
+type proc struct {
+	cmd     *exec.Cmd
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	exited  chan struct{} // closed once it has exited, with exitErr set
+	exitErr error
+}
+
+// startProc starts cmd (what names it in failures) with its output
+// captured, and watches for its exit.
+func startProc(t testing.TB, what string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p
+}
+
+// waitOutput waits up to within until found accepts what the process
+// (what names it) has printed on stdout. It fails the test, showing the
+// output, if the process exits first or the time runs out (awaited says
+// what it did not report).
+func (p *proc) waitOutput(t testing.TB, what, awaited string, within time.Duration, found func(stdout string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !found(p.stdout.String()) {
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited early (%v)\nstdout:\n%s\nstderr:\n%s", what, p.exitErr, p.stdout, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not report %s\nstdout:\n%s\nstderr:\n%s", what, awaited, p.stdout, p.stderr)
+		}
+	}
 }
 
 type clientJSON struct {
@@ -105,19 +145,11 @@ func startServeIn(t *testing.T, dir string, env ...string) *node {
 // restarted node can come back where its clients expect it.
 func startServeOn(t *testing.T, dir, brokerAddr string, env ...string) *node {
 	t.Helper()
-	n := &node{t: t, dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	n.cmd = exec.Command(felixBin, "serve",
+	cmd := exec.Command(felixBin, "serve",
 		"--broker-addr", brokerAddr, "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
-	n.cmd.Dir = dir
-	n.cmd.Env = append(os.Environ(), env...)
-	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start felix serve: %v", err)
-	}
-	go func() {
-		n.exitErr = n.cmd.Wait()
-		close(n.exited)
-	}()
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	n := &node{t: t, dir: dir, proc: startProc(t, "felix serve", cmd)}
 	t.Cleanup(func() {
 		n.stop(syscall.SIGTERM, 20*time.Second)
 		if t.Failed() {
@@ -125,20 +157,13 @@ func startServeOn(t *testing.T, dir, brokerAddr string, env ...string) *node {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := metricsLine.FindStringSubmatch(n.stdout.String()); m != nil {
+	n.waitOutput(t, "felix serve", "its addresses", 30*time.Second, func(stdout string) bool {
+		m := metricsLine.FindStringSubmatch(stdout)
+		if m != nil {
 			n.metrics = m[1]
-			break
 		}
-		select {
-		case <-n.exited:
-			t.Fatalf("felix serve exited early (%v)\nstdout:\n%s\nstderr:\n%s", n.exitErr, n.stdout, n.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("felix serve did not report its addresses\nstdout:\n%s\nstderr:\n%s", n.stdout, n.stderr)
-		}
-	}
+		return m != nil
+	})
 	b, err := os.ReadFile(filepath.Join(dir, "felix-data", "client.json"))
 	if err != nil {
 		t.Fatalf("client.json: %v", err)
