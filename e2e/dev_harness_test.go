@@ -245,29 +245,19 @@ func (d *devCluster) mustFelix(ctx context.Context, args ...string) string {
 // on every broker).
 func (d *devCluster) adminToken() string {
 	d.t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.dataDir, d.client.TokenFile))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return d.client.token(d.t, d.dataDir)
 }
 
 // sdkConfig is an SDK configuration for the cluster with token, aimed at
 // node name's broker.
 func (d *devCluster) sdkConfig(name, token string) felix.Config {
-	return felix.Config{Addr: d.node(name).BrokerAddr, CAFile: filepath.Join(d.dataDir, d.client.CAFile),
-		Tenant: d.client.Tenant, Token: token}
+	return d.client.config(d.dataDir, d.node(name).BrokerAddr, token)
 }
 
 // connect opens an SDK client to one node's broker, closed at test end.
 func (d *devCluster) connect(ctx context.Context, name, token string) *felix.Client {
 	d.t.Helper()
-	c, err := felix.Connect(ctx, d.sdkConfig(name, token))
-	if err != nil {
-		d.t.Fatalf("connect to %s: %v", name, err)
-	}
-	d.t.Cleanup(func() { c.Close() })
-	return c
+	return connectSDK(d.t, ctx, d.sdkConfig(name, token), name)
 }
 
 // connectCluster opens a ClusterClient seeded with every broker.

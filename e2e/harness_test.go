@@ -295,31 +295,46 @@ func (n *node) dataFile(name string) string { return filepath.Join(n.dir, "felix
 
 func (n *node) adminToken() string {
 	n.t.Helper()
-	b, err := os.ReadFile(n.dataFile(n.client.TokenFile))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return n.client.token(n.t, n.dataFile(""))
 }
 
 // sdkConfig is an SDK configuration for this node with the given token.
 func (n *node) sdkConfig(token string) felix.Config {
-	return felix.Config{
-		Addr:   n.client.BrokerAddr,
-		CAFile: n.dataFile(n.client.CAFile),
-		Tenant: n.client.Tenant,
-		Token:  token,
-	}
+	return n.client.config(n.dataFile(""), n.client.BrokerAddr, token)
 }
 
 // connect opens an SDK client to the node, closed at test end.
 func (n *node) connect(ctx context.Context, token string) *felix.Client {
 	n.t.Helper()
-	c, err := felix.Connect(ctx, n.sdkConfig(token))
+	return connectSDK(n.t, ctx, n.sdkConfig(token), "felix serve")
+}
+
+// token returns the token in client.json's token file; dataDir is the
+// directory client.json is in.
+func (c clientJSON) token(t testing.TB, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, c.TokenFile))
 	if err != nil {
-		n.t.Fatalf("connect: %v", err)
+		t.Fatal(err)
 	}
-	n.t.Cleanup(func() { c.Close() })
+	return strings.TrimSpace(string(b))
+}
+
+// config is an SDK configuration from client.json (in dataDir) aimed at
+// the broker at addr, with token.
+func (c clientJSON) config(dataDir, addr, token string) felix.Config {
+	return felix.Config{Addr: addr, CAFile: filepath.Join(dataDir, c.CAFile), Tenant: c.Tenant, Token: token}
+}
+
+// connectSDK opens an SDK client with cfg (to what, in a failure),
+// closed at test end.
+func connectSDK(t testing.TB, ctx context.Context, cfg felix.Config, what string) *felix.Client {
+	t.Helper()
+	c, err := felix.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", what, err)
+	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
