@@ -46,9 +46,7 @@ func TestClusterKillPublishersCarryOnAndSubscribersEndOrResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const shards = 6
-	d.mustFelix(ctx, "admin", "stream", "create", "mem", "--shards", fmt.Sprint(shards))
-	d.mustFelix(ctx, "admin", "stream", "create", "dur", "--shards", fmt.Sprint(shards), "--durable")
-	memV, durV := d.placed(ctx, "mem"), d.placed(ctx, "dur")
+	memV, durV := d.createPlaced(ctx, "mem", shards), d.createPlaced(ctx, "dur", shards, "--durable")
 	token := d.adminToken()
 	cc := d.connectCluster(ctx, token)
 

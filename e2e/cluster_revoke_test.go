@@ -45,8 +45,7 @@ func TestClusterRevocationEndsStreamsOnEveryBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const shards = 6
-	d.mustFelix(ctx, "admin", "stream", "create", "feed", "--shards", fmt.Sprint(shards))
-	v := d.placed(ctx, "feed")
+	v := d.createPlaced(ctx, "feed", shards)
 	perms := "stream.*:stream:default/default/feed"
 	aliceTok, bobTok := d.mintToken(ctx, "alice", perms), d.mintToken(ctx, "bob", perms)
 

@@ -51,6 +51,15 @@ func (d *devCluster) placed(ctx context.Context, args ...string) wire.PlacementV
 	return v
 }
 
+// createPlaced creates the stream name with shards shards (and flags,
+// such as --durable) and returns its placement once every shard has an
+// owner.
+func (d *devCluster) createPlaced(ctx context.Context, name string, shards int, flags ...string) wire.PlacementView {
+	d.t.Helper()
+	d.mustFelix(ctx, append([]string{"admin", "stream", "create", name, "--shards", fmt.Sprint(shards)}, flags...)...)
+	return d.placed(ctx, name)
+}
+
 func ownerOf(v wire.PlacementView, shard uint32) string {
 	for _, a := range v.Shards {
 		if a.Shard == shard {
@@ -104,8 +113,7 @@ func TestClusterPublishesThroughEveryBrokerArriveInShardOrder(t *testing.T) {
 	d := startDev(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d.mustFelix(ctx, "admin", "stream", "create", "orders", "--shards", "6", "--durable")
-	d.placed(ctx, "orders")
+	d.createPlaced(ctx, "orders", 6, "--durable")
 	const perPair = 20
 	token := d.adminToken()
 	for _, n := range d.nodes {
@@ -186,8 +194,7 @@ func TestClusterClientSendsStraightToOwners(t *testing.T) {
 	d := startDev(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d.mustFelix(ctx, "admin", "stream", "create", "orders", "--shards", "6")
-	d.placed(ctx, "orders")
+	d.createPlaced(ctx, "orders", 6)
 	cc := d.connectCluster(ctx, d.adminToken())
 	for shard := uint32(0); shard < 6; shard++ {
 		for i := 0; i < 10; i++ {
@@ -228,9 +235,7 @@ func TestClusterKilledBrokerShardsMoveOrWait(t *testing.T) {
 	d := startDev(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d.mustFelix(ctx, "admin", "stream", "create", "mem", "--shards", "6")
-	d.mustFelix(ctx, "admin", "stream", "create", "dur", "--shards", "6", "--durable")
-	memBefore, durBefore := d.placed(ctx, "mem"), d.placed(ctx, "dur")
+	memBefore, durBefore := d.createPlaced(ctx, "mem", 6), d.createPlaced(ctx, "dur", 6, "--durable")
 	token := d.adminToken()
 	cc := d.connectCluster(ctx, token)
 
@@ -294,8 +299,7 @@ func TestClusterFrozenBrokerStopsServingItsOldShards(t *testing.T) {
 	d := startDev(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d.mustFelix(ctx, "admin", "stream", "create", "mem", "--shards", "6")
-	before := d.placed(ctx, "mem")
+	before := d.createPlaced(ctx, "mem", 6)
 	victim := ownerOf(before, 0)
 	name := nodeNameOf(victim)
 	token := d.adminToken()

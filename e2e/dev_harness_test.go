@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,13 +47,9 @@ type devNode struct {
 // devCluster is one `felix dev` process and the nodes it started. A
 // node the test restarted runs as the test's own child (restarted).
 type devCluster struct {
+	*proc
 	t        *testing.T
 	dataDir  string // felix dev's --data-dir
-	cmd      *exec.Cmd
-	stdout   *syncBuffer
-	stderr   *syncBuffer
-	exited   chan struct{}
-	exitErr  error
 	nodes    []devNode
 	client   clientJSON
 	mu       sync.Mutex
@@ -75,31 +70,15 @@ func startDev(t *testing.T, n int, env ...string) *devCluster {
 // dir/felix-dev (felix dev's default).
 func startDevIn(t *testing.T, dir string, n int, env ...string) *devCluster {
 	t.Helper()
-	d := &devCluster{t: t, dataDir: filepath.Join(dir, "felix-dev"), stdout: &syncBuffer{}, stderr: &syncBuffer{},
-		exited: make(chan struct{}), restarts: map[string]*exec.Cmd{}, restLogs: map[string]*syncBuffer{}}
-	d.cmd = exec.Command(felixBin, "dev", "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
-	d.cmd.Dir = dir
-	d.cmd.Env = append(append(os.Environ(), clusterTimings...), env...)
-	d.cmd.Stdout, d.cmd.Stderr = d.stdout, d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start felix dev: %v", err)
-	}
-	go func() {
-		d.exitErr = d.cmd.Wait()
-		close(d.exited)
-	}()
+	cmd := exec.Command(felixBin, "dev", "--nodes", fmt.Sprint(n), "--stop-timeout", "15s")
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), clusterTimings...), env...)
+	d := &devCluster{t: t, dataDir: filepath.Join(dir, "felix-dev"), proc: startProc(t, "felix dev", cmd),
+		restarts: map[string]*exec.Cmd{}, restLogs: map[string]*syncBuffer{}}
 	t.Cleanup(d.cleanup)
-	deadline := time.Now().Add(90 * time.Second)
-	for !strings.Contains(d.stdout.String(), "cluster is ready") {
-		select {
-		case <-d.exited:
-			t.Fatalf("felix dev exited early (%v)\nstdout:\n%s\nstderr:\n%s", d.exitErr, d.stdout, d.stderr)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("felix dev never reported the cluster ready\nstdout:\n%s\nstderr:\n%s", d.stdout, d.stderr)
-		}
-	}
+	d.waitOutput(t, "felix dev", "the cluster ready", 90*time.Second, func(stdout string) bool {
+		return strings.Contains(stdout, "cluster is ready")
+	})
 	d.nodes = d.readDevJSON()
 	if len(d.nodes) != n {
 		t.Fatalf("dev.json lists %d nodes, want %d", len(d.nodes), n)
@@ -130,16 +109,8 @@ func (d *devCluster) readDevJSON() []devNode {
 // interrupt sends SIGINT to felix dev and waits up to grace for it to
 // exit (it stops every node first).
 func (d *devCluster) interrupt(grace time.Duration) error {
-	d.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-d.exited:
-		return d.exitErr
-	case <-time.After(grace):
-		d.t.Errorf("felix dev did not exit within %v of SIGINT; killing it", grace)
-		d.cmd.Process.Kill()
-		<-d.exited
-		return d.exitErr
-	}
+	stopProcess(d.t, "felix dev", d.cmd.Process, d.exited, syscall.SIGINT, grace)
+	return d.exitErr
 }
 
 func (d *devCluster) cleanup() {
@@ -155,16 +126,9 @@ func (d *devCluster) cleanup() {
 	defer d.mu.Unlock()
 	for name, cmd := range d.restarts {
 		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			d.t.Errorf("restarted %s did not stop on SIGTERM; killing it", name)
-			cmd.Process.Kill()
-			<-done
-		}
+		stopProcess(d.t, "restarted "+name, cmd.Process, done, syscall.SIGTERM, 20*time.Second)
 	}
 	for _, n := range d.nodes { // nothing felix dev started may outlive the test
 		if n.PID > 0 && processAlive(n.PID) && d.restarts[n.Name] == nil {
@@ -268,55 +232,32 @@ func (d *devCluster) ready(name string) bool {
 // returns its stdout, stderr and exit code.
 func (d *devCluster) felix(ctx context.Context, args ...string) (string, string, int) {
 	d.t.Helper()
-	cmd := exec.CommandContext(ctx, felixBin, append(args, "--data-dir", d.dataDir)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		d.t.Fatalf("felix %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return runFelix(d.t, ctx, "", append(args, "--data-dir", d.dataDir)...)
 }
 
+// mustFelix is felix that fails the test on a non-zero exit.
 func (d *devCluster) mustFelix(ctx context.Context, args ...string) string {
 	d.t.Helper()
-	out, errOut, code := d.felix(ctx, args...)
-	if code != 0 {
-		d.t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
-	}
-	return out
+	return mustRunFelix(d.t, ctx, "", append(args, "--data-dir", d.dataDir)...)
 }
 
 // adminToken is the token client.json names (node1's admin token, valid
 // on every broker).
 func (d *devCluster) adminToken() string {
 	d.t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.dataDir, d.client.TokenFile))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return d.client.token(d.t, d.dataDir)
 }
 
 // sdkConfig is an SDK configuration for the cluster with token, aimed at
 // node name's broker.
 func (d *devCluster) sdkConfig(name, token string) felix.Config {
-	return felix.Config{Addr: d.node(name).BrokerAddr, CAFile: filepath.Join(d.dataDir, d.client.CAFile),
-		Tenant: d.client.Tenant, Token: token}
+	return d.client.config(d.dataDir, d.node(name).BrokerAddr, token)
 }
 
 // connect opens an SDK client to one node's broker, closed at test end.
 func (d *devCluster) connect(ctx context.Context, name, token string) *felix.Client {
 	d.t.Helper()
-	c, err := felix.Connect(ctx, d.sdkConfig(name, token))
-	if err != nil {
-		d.t.Fatalf("connect to %s: %v", name, err)
-	}
-	d.t.Cleanup(func() { c.Close() })
-	return c
+	return connectSDK(d.t, ctx, d.sdkConfig(name, token), name)
 }
 
 // connectCluster opens a ClusterClient seeded with every broker.

@@ -8,10 +8,8 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -23,19 +21,7 @@ const threeNodesMarker = "<!-- three nodes: e2e/dev_readme_test.go runs this blo
 // written, into bash in a directory where `felix dev` runs, with ./felix
 // the binary under test, and checks what its comments promise.
 func TestReadmeThreeNodes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), threeNodesMarker)
-	if !ok {
-		t.Fatalf("README.md has no %q", threeNodesMarker)
-	}
-	_, rest, _ = strings.Cut(rest, "```sh\n")
-	script, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatal("README.md: no ```sh block after the three-nodes marker")
-	}
+	script := readmeBlock(t, threeNodesMarker)
 	dir := t.TempDir()
 	if err := os.Symlink(felixBin, filepath.Join(dir, "felix")); err != nil {
 		t.Fatal(err)
@@ -43,21 +29,11 @@ func TestReadmeThreeNodes(t *testing.T) {
 	d := startDevIn(t, dir, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var stdout, stderr syncBuffer
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	stdout, stderr, err := runScript(t, ctx, dir, script)
+	if err != nil || strings.Contains(string(stderr), "error:") {
+		t.Fatalf("the block failed (%v)\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, stdout, stderr)
 	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	if err := cmd.Wait(); err != nil || strings.Contains(stderr.String(), "error:") {
-		t.Fatalf("the block failed (%v)\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", err, script, &stdout, &stderr)
-	}
-	out := stdout.String()
+	out := string(stdout)
 	for _, want := range []string{"broker-1", "broker-2", "broker-3", "live"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("brokers list lacks %q\n%s", want, out)

@@ -48,16 +48,56 @@ func TestMain(m *testing.M) {
 
 // node is one `felix serve` process in its own temporary directory.
 type node struct {
+	*proc
 	t        *testing.T
 	dir      string // working directory; state is in dir/felix-data
-	cmd      *exec.Cmd
-	stdout   *syncBuffer
-	stderr   *syncBuffer
 	metrics  string // http://host:port
 	client   clientJSON
-	exited   chan struct{}
-	exitErr  error
 	stopOnce sync.Once
+}
+
+// proc is a felix process a test started: its output and its exit.
+type proc struct {
+	cmd     *exec.Cmd
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	exited  chan struct{} // closed once it has exited, with exitErr set
+	exitErr error
+}
+
+// startProc starts cmd (what names it in failures) with its output
+// captured, and watches for its exit.
+func startProc(t testing.TB, what string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p
+}
+
+// waitOutput waits up to within until found accepts what the process
+// (what names it) has printed on stdout. It fails the test, showing the
+// output, if the process exits first or the time runs out (awaited says
+// what it did not report).
+func (p *proc) waitOutput(t testing.TB, what, awaited string, within time.Duration, found func(stdout string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !found(p.stdout.String()) {
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited early (%v)\nstdout:\n%s\nstderr:\n%s", what, p.exitErr, p.stdout, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not report %s\nstdout:\n%s\nstderr:\n%s", what, awaited, p.stdout, p.stderr)
+		}
+	}
 }
 
 type clientJSON struct {
@@ -105,19 +145,11 @@ func startServeIn(t *testing.T, dir string, env ...string) *node {
 // restarted node can come back where its clients expect it.
 func startServeOn(t *testing.T, dir, brokerAddr string, env ...string) *node {
 	t.Helper()
-	n := &node{t: t, dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	n.cmd = exec.Command(felixBin, "serve",
+	cmd := exec.Command(felixBin, "serve",
 		"--broker-addr", brokerAddr, "--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
-	n.cmd.Dir = dir
-	n.cmd.Env = append(os.Environ(), env...)
-	n.cmd.Stdout, n.cmd.Stderr = n.stdout, n.stderr
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start felix serve: %v", err)
-	}
-	go func() {
-		n.exitErr = n.cmd.Wait()
-		close(n.exited)
-	}()
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	n := &node{t: t, dir: dir, proc: startProc(t, "felix serve", cmd)}
 	t.Cleanup(func() {
 		n.stop(syscall.SIGTERM, 20*time.Second)
 		if t.Failed() {
@@ -125,20 +157,13 @@ func startServeOn(t *testing.T, dir, brokerAddr string, env ...string) *node {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := metricsLine.FindStringSubmatch(n.stdout.String()); m != nil {
+	n.waitOutput(t, "felix serve", "its addresses", 30*time.Second, func(stdout string) bool {
+		m := metricsLine.FindStringSubmatch(stdout)
+		if m != nil {
 			n.metrics = m[1]
-			break
 		}
-		select {
-		case <-n.exited:
-			t.Fatalf("felix serve exited early (%v)\nstdout:\n%s\nstderr:\n%s", n.exitErr, n.stdout, n.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("felix serve did not report its addresses\nstdout:\n%s\nstderr:\n%s", n.stdout, n.stderr)
-		}
-	}
+		return m != nil
+	})
 	b, err := os.ReadFile(filepath.Join(dir, "felix-data", "client.json"))
 	if err != nil {
 		t.Fatalf("client.json: %v", err)
@@ -183,25 +208,47 @@ func (n *node) stop(sig syscall.Signal, grace time.Duration) error {
 			return
 		default:
 		}
-		n.cmd.Process.Signal(sig)
-		select {
-		case <-n.exited:
-		case <-time.After(grace):
-			n.t.Errorf("felix serve did not exit within %v of %v; killing it", grace, sig)
-			n.cmd.Process.Kill()
-			<-n.exited
-		}
+		stopProcess(n.t, "felix serve", n.cmd.Process, n.exited, sig, grace)
 	})
 	<-n.exited
 	return n.exitErr
+}
+
+// stopProcess sends sig to p, which closes exited when it has exited, and
+// waits up to grace for it; then it kills p, calling that a test error
+// about what, and waits for it to exit.
+func stopProcess(t testing.TB, what string, p *os.Process, exited <-chan struct{}, sig os.Signal, grace time.Duration) {
+	t.Helper()
+	p.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		t.Errorf("%s did not exit within %v of %v; killing it", what, grace, sig)
+		p.Kill()
+		<-exited
+	}
 }
 
 // felix runs a client command in the node's directory and returns its
 // stdout, stderr and exit code.
 func (n *node) felix(ctx context.Context, args ...string) (string, string, int) {
 	n.t.Helper()
+	return runFelix(n.t, ctx, n.dir, args...)
+}
+
+// mustFelix is felix that fails the test on a non-zero exit.
+func (n *node) mustFelix(ctx context.Context, args ...string) string {
+	n.t.Helper()
+	return mustRunFelix(n.t, ctx, n.dir, args...)
+}
+
+// runFelix runs the felix binary under test with args in dir (empty:
+// the test's directory) and returns its stdout, stderr and exit code. A
+// failure to run it fails the test.
+func runFelix(t testing.TB, ctx context.Context, dir string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, felixBin, args...)
-	cmd.Dir = n.dir
+	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -209,17 +256,17 @@ func (n *node) felix(ctx context.Context, args ...string) (string, string, int) 
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		n.t.Fatalf("felix %v: %v", args, err)
+		t.Fatalf("felix %v: %v", args, err)
 	}
 	return out.String(), errb.String(), code
 }
 
-// mustFelix is felix that fails the test on a non-zero exit.
-func (n *node) mustFelix(ctx context.Context, args ...string) string {
-	n.t.Helper()
-	out, errOut, code := n.felix(ctx, args...)
+// mustRunFelix is runFelix that fails the test on a non-zero exit.
+func mustRunFelix(t testing.TB, ctx context.Context, dir string, args ...string) string {
+	t.Helper()
+	out, errOut, code := runFelix(t, ctx, dir, args...)
 	if code != 0 {
-		n.t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+		t.Fatalf("felix %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
 	}
 	return out
 }
@@ -248,31 +295,46 @@ func (n *node) dataFile(name string) string { return filepath.Join(n.dir, "felix
 
 func (n *node) adminToken() string {
 	n.t.Helper()
-	b, err := os.ReadFile(n.dataFile(n.client.TokenFile))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
+	return n.client.token(n.t, n.dataFile(""))
 }
 
 // sdkConfig is an SDK configuration for this node with the given token.
 func (n *node) sdkConfig(token string) felix.Config {
-	return felix.Config{
-		Addr:   n.client.BrokerAddr,
-		CAFile: n.dataFile(n.client.CAFile),
-		Tenant: n.client.Tenant,
-		Token:  token,
-	}
+	return n.client.config(n.dataFile(""), n.client.BrokerAddr, token)
 }
 
 // connect opens an SDK client to the node, closed at test end.
 func (n *node) connect(ctx context.Context, token string) *felix.Client {
 	n.t.Helper()
-	c, err := felix.Connect(ctx, n.sdkConfig(token))
+	return connectSDK(n.t, ctx, n.sdkConfig(token), "felix serve")
+}
+
+// token returns the token in client.json's token file; dataDir is the
+// directory client.json is in.
+func (c clientJSON) token(t testing.TB, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, c.TokenFile))
 	if err != nil {
-		n.t.Fatalf("connect: %v", err)
+		t.Fatal(err)
 	}
-	n.t.Cleanup(func() { c.Close() })
+	return strings.TrimSpace(string(b))
+}
+
+// config is an SDK configuration from client.json (in dataDir) aimed at
+// the broker at addr, with token.
+func (c clientJSON) config(dataDir, addr, token string) felix.Config {
+	return felix.Config{Addr: addr, CAFile: filepath.Join(dataDir, c.CAFile), Tenant: c.Tenant, Token: token}
+}
+
+// connectSDK opens an SDK client with cfg (to what, in a failure),
+// closed at test end.
+func connectSDK(t testing.TB, ctx context.Context, cfg felix.Config, what string) *felix.Client {
+	t.Helper()
+	c, err := felix.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", what, err)
+	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 

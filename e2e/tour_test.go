@@ -15,44 +15,35 @@ import (
 // after it is the tour.
 const tourMarker = "<!-- tour: e2e/tour_test.go runs this block as written -->"
 
-// readmeTour extracts the tour's shell block from README.md exactly as
-// written.
-func readmeTour(t *testing.T) string {
+// readmeBlock extracts the first ```sh block after marker in README.md
+// exactly as written.
+func readmeBlock(t *testing.T, marker string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), tourMarker)
+	_, rest, ok := strings.Cut(string(b), marker)
 	if !ok {
-		t.Fatalf("README.md has no %q", tourMarker)
+		t.Fatalf("README.md has no %q", marker)
 	}
 	_, rest, ok = strings.Cut(rest, "```sh\n")
 	if !ok {
-		t.Fatal("README.md: no ```sh block after the tour marker")
+		t.Fatalf("README.md: no ```sh block after %q", marker)
 	}
 	block, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("README.md: the tour block does not end")
+		t.Fatalf("README.md: the block after %q does not end", marker)
 	}
 	return block
 }
 
-// TestReadmeTour pastes the README's tour, as written, into bash in a
-// fresh directory where `felix serve` runs, with ./felix (and felix on
-// PATH) the binary under test, and checks what it prints. The script's
-// process group is killed at the end, so a background command that never
-// exits cannot outlive the test.
-func TestReadmeTour(t *testing.T) {
-	script := readmeTour(t)
-	dir := t.TempDir()
-	if err := os.Symlink(felixBin, filepath.Join(dir, "felix")); err != nil {
-		t.Fatal(err)
-	}
-	startServeIn(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-
+// runScript runs script with bash in dir, with env added to the test's
+// environment, until it exits or ctx ends, and returns what it printed.
+// The script's process group is killed at the end (and when ctx ends),
+// so a background command that never exits cannot outlive the test.
+func runScript(t *testing.T, ctx context.Context, dir, script string, env ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	outF, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +56,7 @@ func TestReadmeTour(t *testing.T) {
 	defer errF.Close()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), env...)
 	// Files, not pipes: Wait must not wait for a background job that
 	// holds them open.
 	cmd.Stdout, cmd.Stderr = outF, errF
@@ -76,8 +67,26 @@ func TestReadmeTour(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	runErr := cmd.Wait()
-	stdout, _ := os.ReadFile(outF.Name())
-	stderr, _ := os.ReadFile(errF.Name())
+	stdout, _ = os.ReadFile(outF.Name())
+	stderr, _ = os.ReadFile(errF.Name())
+	return stdout, stderr, runErr
+}
+
+// TestReadmeTour pastes the README's tour, as written, into bash in a
+// fresh directory where `felix serve` runs, with ./felix (and felix on
+// PATH) the binary under test, and checks what it prints. The script's
+// process group is killed at the end, so a background command that never
+// exits cannot outlive the test.
+func TestReadmeTour(t *testing.T) {
+	script := readmeBlock(t, tourMarker)
+	dir := t.TempDir()
+	if err := os.Symlink(felixBin, filepath.Join(dir, "felix")); err != nil {
+		t.Fatal(err)
+	}
+	startServeIn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	stdout, stderr, runErr := runScript(t, ctx, dir, script, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if runErr != nil || ctx.Err() != nil {
 		t.Fatalf("the tour failed (%v, %v)\nscript:\n%s\nstdout:\n%s\nstderr:\n%s", runErr, ctx.Err(), script, stdout, stderr)
 	}

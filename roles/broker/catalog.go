@@ -248,30 +248,12 @@ func (s *Server) Synced() <-chan struct{} { return s.synced }
 // sweepLoop removes expired cache entries every CacheSweepInterval.
 func (s *Server) sweepLoop(ctx context.Context) {
 	defer s.bgWG.Done()
-	t := time.NewTicker(s.cfg.CacheSweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.core.SweepCaches(now)
-		}
-	}
+	every(ctx, s.cfg.CacheSweepInterval, nil, func(now time.Time) { s.core.SweepCaches(now) })
 }
 
 // retentionLoop applies durable-stream retention periodically, so that
 // age bounds act even on a stream nobody writes to.
 func (s *Server) retentionLoop(ctx context.Context) {
 	defer s.bgWG.Done()
-	t := time.NewTicker(s.cfg.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.core.ApplyRetention()
-		}
-	}
+	every(ctx, s.cfg.RetentionInterval, nil, func(time.Time) { s.core.ApplyRetention() })
 }

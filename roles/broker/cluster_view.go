@@ -197,17 +197,7 @@ func (s *Server) startViewLoop() {
 
 // viewLoop refreshes the view every ClusterViewInterval until ctx ends.
 func (s *Server) viewLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ClusterViewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.view.soonC:
-		}
-		s.view.lookup.refresh(ctx)
-	}
+	every(ctx, s.cfg.ClusterViewInterval, s.view.soonC, func(time.Time) { s.view.lookup.refresh(ctx) })
 }
 
 // refreshView fetches the view now (shared with concurrent callers: see

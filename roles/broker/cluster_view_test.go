@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,16 +77,8 @@ func startClustered(t *testing.T, views ClusterViewSource, reg Registry, interva
 	if reg != nil {
 		cfg.Durable.StorageDir = t.TempDir()
 	}
-	tlsCfg, _ := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, Cluster: views, TLS: tlsCfg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestBroker(t, cfg, Deps{Registry: reg, Cluster: views})
+	mustNil(t, srv.Start(context.Background()))
 	return srv
 }
 
@@ -233,11 +223,7 @@ func TestBrokerLeaseFromHeartbeats(t *testing.T) {
 	cfg.ClusterViewInterval = time.Minute
 	cfg.Node = NodeConfig{ID: "broker-7", HeartbeatInterval: time.Millisecond}
 	cfg.Durable.StorageDir = t.TempDir()
-	tlsCfg, _ := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, Cluster: views, TLS: tlsCfg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	mustNil(t, err)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv := newTestBroker(t, cfg, Deps{Registry: reg, Cluster: views})
 	srv.routes.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	start := time.Now()
 	mustNil(t, srv.Start(context.Background()))

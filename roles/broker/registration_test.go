@@ -75,14 +75,24 @@ func startRegistered(t *testing.T, dir string, reg Registry, onFatal func(error)
 	cfg := testConfig()
 	cfg.Durable.StorageDir = dir
 	cfg.Node = NodeConfig{ID: "broker-7", Zone: "eu-1a", Region: "eu", HeartbeatInterval: time.Millisecond}
-	tlsCfg, _ := testTLS(t)
-	srv, err := New(cfg, Deps{Catalog: &fakeSource{}, Registry: reg, TLS: tlsCfg, OnFatal: onFatal,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := newTestBroker(t, cfg, Deps{Registry: reg, OnFatal: onFatal})
+	return srv, srv.Start(context.Background())
+}
+
+// newTestBroker makes a broker from cfg and deps, with a catalog that
+// holds nothing, a test certificate and a silent logger; the test's
+// cleanup shuts it down. The caller starts it.
+func newTestBroker(t *testing.T, cfg Config, deps Deps) *Server {
+	t.Helper()
+	deps.Catalog = &fakeSource{}
+	deps.TLS, _ = testTLS(t)
+	deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	return srv, srv.Start(context.Background())
+	return srv
 }
 
 func TestBrokerRegistersAndHeartbeats(t *testing.T) {

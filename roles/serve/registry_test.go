@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -20,25 +21,10 @@ func TestServeRegistersItsBroker(t *testing.T) {
 	t.Setenv("FELIX_RAFT_TICK_MS", "10")
 	t.Setenv("FELIX_NODE_ZONE", "zone-a")
 	dir := t.TempDir()
-	args := []string{"t", "--data-dir", dir, "--broker-addr", "127.0.0.1:0",
-		"--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--shutdown-timeout", "5s"}
 	var storageIDs []string
 	run := func() {
-		app := &cli.App{Name: "t", Writer: io.Discard, Flags: append(serverFlags(), raftFlags()...), Action: func(c *cli.Context) error {
-			o, err := loadOptions(c)
-			if err != nil {
-				return err
-			}
-			n, err := newNode(c, o, slog.New(slog.NewTextHandler(io.Discard, nil)), true, true)
-			if err != nil {
-				return err
-			}
-			defer n.locks.release()
-			if err := n.start(c.Context); err != nil {
-				return err
-			}
-			defer n.shutdown()
-			brokers, err := n.cp.Brokers(c.Context)
+		runServeNode(t, dir, func(ctx context.Context, n *node) error {
+			brokers, err := n.cp.Brokers(ctx)
 			if err != nil {
 				return err
 			}
@@ -47,7 +33,7 @@ func TestServeRegistersItsBroker(t *testing.T) {
 				t.Errorf("brokers %+v", brokers)
 			}
 			storageIDs = append(storageIDs, brokers[0].StorageID)
-			view, err := n.cp.FleetFeatures(c.Context)
+			view, err := n.cp.FleetFeatures(ctx)
 			if err != nil {
 				return err
 			}
@@ -58,10 +44,7 @@ func TestServeRegistersItsBroker(t *testing.T) {
 				}
 			}
 			return nil
-		}}
-		if err := app.Run(args); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	run()
 	raw, err := os.ReadFile(filepath.Join(dir, "log", "storage.id"))
@@ -71,5 +54,34 @@ func TestServeRegistersItsBroker(t *testing.T) {
 	run() // a restart keeps the identity and registers again
 	if storageIDs[1] != storageIDs[0] {
 		t.Fatalf("storage identity changed across a restart: %v", storageIDs)
+	}
+}
+
+// runServeNode runs a `felix serve` node (control plane and broker) on
+// free loopback ports with its data under dir, hands it to check once
+// started, then shuts it down. An error from the start or from check
+// fails the test.
+func runServeNode(t *testing.T, dir string, check func(ctx context.Context, n *node) error) {
+	t.Helper()
+	args := []string{"t", "--data-dir", dir, "--broker-addr", "127.0.0.1:0",
+		"--controlplane-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--shutdown-timeout", "5s"}
+	app := &cli.App{Name: "t", Writer: io.Discard, Flags: append(serverFlags(), raftFlags()...), Action: func(c *cli.Context) error {
+		o, err := loadOptions(c)
+		if err != nil {
+			return err
+		}
+		n, err := newNode(c, o, slog.New(slog.NewTextHandler(io.Discard, nil)), true, true)
+		if err != nil {
+			return err
+		}
+		defer n.locks.release()
+		if err := n.start(c.Context); err != nil {
+			return err
+		}
+		defer n.shutdown()
+		return check(c.Context, n)
+	}}
+	if err := app.Run(args); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -137,27 +137,23 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 	case *wire.ShardOwnersView:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.NotLeader:
-		if m.RequestID == nil {
-			return notLeaderError(m)
-		}
-		w.resolve(st, *m.RequestID, cacheResult{err: notLeaderError(m)})
+		return w.refuse(st, m.RequestID, notLeaderError(m))
 	case *wire.SubscribeCursorError:
-		if m.RequestID == nil {
-			return cursorError(m)
-		}
-		w.resolve(st, *m.RequestID, cacheResult{err: cursorError(m)})
+		return w.refuse(st, m.RequestID, cursorError(m))
 	case *wire.ErrorMsg:
-		be := brokerErrorFromWire(m.Err())
-		if m.RequestID == nil {
-			return be
-		}
-		w.resolve(st, *m.RequestID, cacheResult{err: be})
+		return w.refuse(st, m.RequestID, brokerErrorFromWire(m.Err()))
 	case *wire.Unsupported:
-		be := unsupported(m.RequestType)
-		if m.RequestID == nil {
-			return be
-		}
-		w.resolve(st, *m.RequestID, cacheResult{err: be})
+		return w.refuse(st, m.RequestID, unsupported(m.RequestType))
 	}
+	return nil
+}
+
+// refuse fails the request id names with err. A refusal naming no
+// request (id nil) is returned instead, to end the stream.
+func (w *cacheWorker) refuse(st *cacheStream, id *uint64, err error) error {
+	if id == nil {
+		return err
+	}
+	w.resolve(st, *id, cacheResult{err: err})
 	return nil
 }

@@ -116,6 +116,13 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c.Close()
 	// quic-go's own connection goroutines wind down asynchronously after
 	// the close; the client's are all gone when Close returns.
+	waitGoroutinesAtMost(t, before)
+}
+
+// waitGoroutinesAtMost waits until no more goroutines run than before; after
+// five seconds it fails the test with every goroutine's stack.
+func waitGoroutinesAtMost(t *testing.T, before int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {

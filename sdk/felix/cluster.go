@@ -388,24 +388,37 @@ func (cc *ClusterClient) invalidate(c *Client) {
 		cc.invalidateHandle(c)
 		return
 	}
-	cc.mu.Lock()
-	found := false
-	for addr, bc := range cc.conns {
-		if bc.ready() && bc.c == c {
-			delete(cc.conns, addr)
-			found = true
+	dropped := cc.drop(c, func() bool {
+		found := false
+		for addr, bc := range cc.conns {
+			if bc.ready() && bc.c == c {
+				delete(cc.conns, addr)
+				found = true
+			}
 		}
+		return found
+	})
+	if !dropped {
+		return
 	}
+	reconnects.Inc()
+	cc.kickTopology()
+}
+
+// drop removes c, a client that failed, with forget (run under cc.mu;
+// it reports whether c was still held), stops using it as the entry
+// client and, if it was held, shuts it down. It reports whether it was.
+func (cc *ClusterClient) drop(c *Client, forget func() bool) bool {
+	cc.mu.Lock()
+	found := forget()
 	if cc.cur == c {
 		cc.cur = nil
 	}
 	cc.mu.Unlock()
-	if !found {
-		return
+	if found {
+		c.shutdown(ErrSubscriptionLost)
 	}
-	c.shutdown(ErrSubscriptionLost)
-	reconnects.Inc()
-	cc.kickTopology()
+	return found
 }
 
 // do runs op on the entry connection. If it fails because the

@@ -108,20 +108,16 @@ func (cc *ClusterClient) handleOn(g *Client) (*Client, error) {
 // invalidateHandle drops an identity's client c whose connection failed,
 // and tells the gateway its connection is gone.
 func (cc *ClusterClient) invalidateHandle(c *Client) {
-	cc.mu.Lock()
-	found := cc.handles[c.parent] == c
-	if found {
-		delete(cc.handles, c.parent)
+	dropped := cc.drop(c, func() bool {
+		found := cc.handles[c.parent] == c
+		if found {
+			delete(cc.handles, c.parent)
+		}
+		return found
+	})
+	if dropped {
+		cc.id.gateway.invalidate(c.parent) // the connection they share is gone
 	}
-	if cc.cur == c {
-		cc.cur = nil
-	}
-	cc.mu.Unlock()
-	if !found {
-		return
-	}
-	c.shutdown(ErrSubscriptionLost)
-	cc.id.gateway.invalidate(c.parent) // the connection they share is gone
 }
 
 // clientAt returns a live client on the connection to addr: the

@@ -155,14 +155,7 @@ func TestClusterClientCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	ss.Close()
 	cc.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitGoroutinesAtMost(t, before)
 }
 
 func TestSubscribeShardedReportsAShardRecoveredAfterItsConnectionDied(t *testing.T) {

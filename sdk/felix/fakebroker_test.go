@@ -126,14 +126,20 @@ func (fb *fakeBroker) config() Config {
 
 // Kill drops every connection with an error and stops listening.
 func (fb *fakeBroker) Kill() {
+	fb.closeConns("killed")
+	_ = fb.ln.Close()
+}
+
+// closeConns closes every connection fb holds with an error carrying
+// reason, and forgets them.
+func (fb *fakeBroker) closeConns(reason string) {
 	fb.mu.Lock()
 	conns := fb.conns
 	fb.conns = nil
 	fb.mu.Unlock()
 	for _, c := range conns {
-		_ = c.CloseWithError(1, "killed")
+		_ = c.CloseWithError(1, reason)
 	}
-	_ = fb.ln.Close()
 }
 
 // Close kills the fake and waits for its goroutines.

@@ -165,15 +165,7 @@ func (cl *fakeCluster) redirect(fb *fakeBroker, kind ShardKind, ns, name string,
 
 // dropConns closes every connection of fb with an error but keeps it
 // listening: the broker lives, its connections die.
-func (fb *fakeBroker) dropConns() {
-	fb.mu.Lock()
-	conns := fb.conns
-	fb.conns = nil
-	fb.mu.Unlock()
-	for _, c := range conns {
-		_ = c.CloseWithError(1, "dropped")
-	}
-}
+func (fb *fakeBroker) dropConns() { fb.closeConns("dropped") }
 
 // connCount returns how many connections fb accepted and still holds.
 func (fb *fakeBroker) connCount() int {
