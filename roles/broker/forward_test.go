@@ -425,8 +425,8 @@ func FuzzParsePayloads(f *testing.F) {
 // served by the broker the client reached (local) with the same through
 // the other broker (forwarded): acked ones one at a time, and
 // fire-and-forget ones in a burst closed by an acked one. The forwarded
-// lane sends one forward at a time, so a burst costs a peer round trip
-// per publish.
+// lane batches what queued while a call was in flight, so a burst costs
+// a peer round trip per batch (docs/benchmarks.md).
 func BenchmarkForwardedPublish(b *testing.B) {
 	a, o := startCluster(b, wire.StreamSpec{Stream: "mem"})
 	place([]*env{a, o}, owned(wire.ShardKindStream, "mem", 0, "broker-b"))
