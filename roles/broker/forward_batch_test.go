@@ -250,3 +250,67 @@ func TestPipelinedCacheForwardsKeepTheirOrder(t *testing.T) {
 		t.Fatalf("a forwarded %v cache operations, want %d", got, n+1)
 	}
 }
+
+func TestFwdQueuesSendInOrderOneCallAtATime(t *testing.T) {
+	var (
+		qs       fwdQueues[int]
+		inFlight [2]atomic.Int32
+		mu       sync.Mutex
+		sent     [2][]int
+		done     = make(chan struct{}, 64)
+	)
+	const n = 2000
+	take := func(q []int) int { return min(len(q), 7) }
+	sender := func(key int) func([]int) {
+		return func(batch []int) {
+			if len(batch) > 7 {
+				t.Errorf("a batch of %d", len(batch))
+			}
+			if inFlight[key].Add(1) != 1 {
+				t.Error("two calls in flight on one channel")
+			}
+			if batch[0]%3 == 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			mu.Lock()
+			sent[key] = append(sent[key], batch...)
+			all := len(sent[0]) + len(sent[1])
+			mu.Unlock()
+			inFlight[key].Add(-1)
+			if all == 2*n {
+				done <- struct{}{}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for key := range 2 {
+		wg.Go(func() {
+			for i := range n {
+				qs.push(key, i, take, sender(key))
+				if i%100 == 0 {
+					time.Sleep(100 * time.Microsecond) // let the queue empty now and then
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not everything was sent")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for key := range 2 {
+		for i, v := range sent[key] {
+			if v != i {
+				t.Fatalf("channel %d: item %d sent as the %dth", key, v, i)
+			}
+		}
+	}
+	waitFor(t, "the queues to be dropped", func() bool {
+		qs.mu.Lock()
+		defer qs.mu.Unlock()
+		return len(qs.m) == 0
+	})
+}
