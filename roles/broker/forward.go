@@ -88,6 +88,9 @@ type forwarder struct {
 	// callHook, when set (tests), runs at the owner before any peer call
 	// is served.
 	callHook atomic.Pointer[func(ctx context.Context, typ string)]
+	// noBatches, when set (tests), refuses batched forwards as a broker
+	// of an earlier release would.
+	noBatches atomic.Bool
 	// The entry's ordered channels of forwards waiting to be sent
 	// (forward_batch.go).
 	pubQ   fwdQueues[*admitted]
@@ -354,9 +357,13 @@ func (s *Server) handlePeerCall(ctx context.Context, _ peer.Peer, req peer.Reque
 		s.fwd.received.Inc()
 		return s.serveForwardedCache(ctx, req)
 	case TypeFwdPublishBatch:
-		return s.serveForwardedPublishBatch(ctx, req)
+		if !s.fwd.noBatches.Load() {
+			return s.serveForwardedPublishBatch(ctx, req)
+		}
 	case TypeFwdCacheBatch:
-		return s.serveForwardedCacheBatch(ctx, req)
+		if !s.fwd.noBatches.Load() {
+			return s.serveForwardedCacheBatch(ctx, req)
+		}
 	}
 	return peer.ErrorReply(wire.NewError(wire.CodeUnsupported, "unknown peer call %q", req.Type))
 }

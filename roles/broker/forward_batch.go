@@ -233,6 +233,14 @@ func (s *Server) sendPublishes(batch []*admitted) {
 	}
 	hdr, _ := json.Marshal(h)
 	res, _, e := s.batchResults(s.workCtx, rt, peer.Request{Type: TypeFwdPublishBatch, Header: hdr, Body: body}, len(batch), true)
+	if e != nil && e.Code == wire.CodeUnsupported {
+		// An owner of an earlier release, without batches: nothing was
+		// published, so each goes again on its own, in order.
+		for _, p := range batch {
+			p.answerForward(s.forwardPublishCall(s.workCtx, p.cs.token, p.req, p.lane.Shard, rt))
+		}
+		return
+	}
 	if e == nil {
 		s.fwd.published.Add(len(batch))
 	}
@@ -451,12 +459,7 @@ func (s *Server) sendCacheForwards(batch []*cacheForward) {
 	)
 	if len(batch) == 1 {
 		// One alone goes as a plain fwd_cache call.
-		hdr, _ := json.Marshal(first.hdr)
-		var rep peer.Reply
-		rep, e = s.forwardCall(cs.ctx, first.rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: first.body}, !first.isGet)
-		if e == nil {
-			res, answers = []fwdBatchResult{{Error: toFwdError(rep.Err)}}, [][]byte{rep.Body}
-		}
+		res, answers, e = s.sendCacheForward(first)
 	} else {
 		hdr, _ := json.Marshal(fwdCacheBatch{first.hdr})
 		var body []byte
@@ -474,7 +477,33 @@ func (s *Server) sendCacheForwards(batch []*cacheForward) {
 				e = unanswered(first.rt, fmt.Errorf("the answers do not decode (%d of %d): %v", len(answers), len(batch), err))
 			}
 		}
+		if e != nil && e.Code == wire.CodeUnsupported {
+			// An owner of an earlier release, without batches: nothing
+			// was run, so each goes again on its own, in order.
+			for _, f := range batch {
+				res, answers, e := s.sendCacheForward(f)
+				s.answerCacheForwards([]*cacheForward{f}, res, answers, e)
+			}
+			return
+		}
 	}
+	s.answerCacheForwards(batch, res, answers, e)
+}
+
+// sendCacheForward forwards one cache operation as a fwd_cache call.
+func (s *Server) sendCacheForward(f *cacheForward) ([]fwdBatchResult, [][]byte, *wire.Error) {
+	hdr, _ := json.Marshal(f.hdr)
+	rep, e := s.forwardCall(f.cs.ctx, f.rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: f.body}, !f.isGet)
+	if e != nil {
+		return nil, nil, e
+	}
+	return []fwdBatchResult{{Error: toFwdError(rep.Err)}}, [][]byte{rep.Body}, nil
+}
+
+// answerCacheForwards answers each forwarded cache operation of a batch
+// with its result, or all of them with e.
+func (s *Server) answerCacheForwards(batch []*cacheForward, res []fwdBatchResult, answers [][]byte, e *wire.Error) {
+	cs := batch[0].cs
 	if e == nil {
 		s.fwd.cacheOps.Add(len(batch))
 	}

@@ -314,3 +314,84 @@ func TestFwdQueuesSendInOrderOneCallAtATime(t *testing.T) {
 		return len(qs.m) == 0
 	})
 }
+
+func TestOwnerWithoutBatchesGetsEachForwardAlone(t *testing.T) {
+	a, b := startStandard(t)
+	b.srv.fwd.noBatches.Store(true) // as a broker of an earlier release
+	bqc := b.dial(0)
+	sub := b.subscribe(bqc, b.authed(bqc, 0, allFeatures, pubAll), "log")
+	// The first fwd_publish and the first fwd_cache wait until release,
+	// so the others queue behind them and go as batches, refused.
+	release, entered := make(chan struct{}), make(chan struct{}, 2)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	var (
+		mu    sync.Mutex
+		count = map[string]int{}
+	)
+	calls := func(typ string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count[typ]
+	}
+	hook := func(ctx context.Context, typ string) {
+		mu.Lock()
+		count[typ]++
+		first := count[typ] == 1 && (typ == TypeFwdPublish || typ == TypeFwdCache)
+		mu.Unlock()
+		if first {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+	b.srv.fwd.callHook.Store(&hook)
+	s := a.authed(a.dial(0), 0, allFeatures, pubAll, cacheAll)
+	const n = 20
+	for i := range n {
+		s.write(binPublish("log", true, uint64(i+1), numbered(i)))
+		if i == 0 {
+			<-entered
+		}
+	}
+	key := cacheKeys()[1] // on b
+	for i := range n {
+		s.send(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: key, Value: []byte(fmt.Sprintf("v%d", i)), RequestID: uint64(100 + i)})
+		if i == 0 {
+			<-entered
+		}
+	}
+	waitFor(t, "the requests to queue", func() bool {
+		return queued(&a.srv.fwd.pubQ) == n-1 && queued(&a.srv.fwd.cacheQ) == n-1
+	})
+	close(release)
+	next := map[bool]int{}
+	for range 2 * n {
+		switch m := s.recv().(type) {
+		case *wire.PublishOK:
+			if m.RequestID != uint64(next[false]+1) {
+				t.Fatalf("publish answer %d, want %d", m.RequestID, next[false]+1)
+			}
+			next[false]++
+		case *wire.CacheOK:
+			if m.RequestID != uint64(100+next[true]) {
+				t.Fatalf("cache answer %d, want %d", m.RequestID, 100+next[true])
+			}
+			next[true]++
+		default:
+			t.Fatalf("answer %#v", m)
+		}
+	}
+	checkOrder(t, sub.payloads(n), n)
+	if calls(TypeFwdPublishBatch) != 1 || calls(TypeFwdCacheBatch) != 1 || calls(TypeFwdPublish) != n || calls(TypeFwdCache) != n {
+		t.Fatalf("calls: %d fwd_publish_batch, %d fwd_cache_batch, %d fwd_publish, %d fwd_cache",
+			calls(TypeFwdPublishBatch), calls(TypeFwdCacheBatch), calls(TypeFwdPublish), calls(TypeFwdCache))
+	}
+}
