@@ -34,12 +34,14 @@ import (
 // shard_unavailable) and never forwards again.
 //
 // Order: the entry runs the publishes it forwards to one shard in a lane
-// of their own (sched.LaneKey.Forwarded), one at a time: each waits for
-// the owner's answer before the next is sent. So publishes keep their
-// order across the forward, fire-and-forget ones included, at the cost
-// of one round trip per publish per shard (no pipelining yet). On the
-// owner a forwarded publish takes the shard's own lane, the same
-// admission and the same scheduler as a local publish.
+// of their own (sched.LaneKey.Forwarded) and sends them in lane order,
+// batched: what queued while one call was in flight goes in the next
+// call (fwd_publish_batch, forward_batch.go), one call in flight per
+// lane. So publishes keep their order across the forward, fire-and-forget
+// ones included, at one round trip per batch. On the owner a forwarded
+// publish takes the shard's own lane, the same admission and the same
+// scheduler as a local publish. Cache operations are forwarded the same
+// way per client stream and cache shard, off the stream's read loop.
 //
 // Outcome: a forward that was never sent is refused with
 // shard_unavailable (retry); one sent but not answered (the link died,
@@ -83,6 +85,16 @@ type forwarder struct {
 	// ownerHook, when set (tests), runs at the owner before a forwarded
 	// publish is admitted.
 	ownerHook atomic.Pointer[func(ctx context.Context)]
+	// callHook, when set (tests), runs at the owner before any peer call
+	// is served.
+	callHook atomic.Pointer[func(ctx context.Context, typ string)]
+	// noBatches, when set (tests), refuses batched forwards as a broker
+	// of an earlier release would.
+	noBatches atomic.Bool
+	// The entry's ordered channels of forwards waiting to be sent
+	// (forward_batch.go).
+	pubQ   fwdQueues[*admitted]
+	cacheQ fwdQueues[*cacheForward]
 }
 
 func newForwarder(set *metrics.Set) *forwarder {
@@ -214,42 +226,10 @@ func (s *Server) canForward(rt Route) bool {
 	return true
 }
 
-// runForward is a forwarded publish's ordered step: it links the publish
-// behind the lane's previous forward and sends it on a goroutine of its
-// own once that one is answered.
+// runForward is a forwarded publish's ordered step: it queues the
+// publish on its lane's channel to the owner (forward_batch.go).
 func (p *admitted) runForward() {
-	prev, done := p.cs.srv.lanes.link(p.l)
-	go p.forward(prev, done)
-}
-
-func (p *admitted) forward(prev <-chan struct{}, done chan struct{}) {
-	srv := p.cs.srv
-	defer srv.publishes.done()
-	if prev != nil {
-		select {
-		case <-prev:
-		case <-srv.workCtx.Done():
-		}
-	}
-	off, e := srv.forwardPublishCall(srv.workCtx, p.cs.token, p.req, p.lane.Shard, *p.fwd)
-	close(done)
-	if p.commitAck {
-		var b []byte
-		if e != nil {
-			b = p.cs.publishErrorFrame(p.req.requestID, e)
-		} else {
-			if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 {
-				off = nil
-			}
-			b = wire.AppendPublishOKFrame(nil, p.req.requestID, off)
-		}
-		p.owedHeld = false
-		p.cs.out.sendOwed(b)
-	} else if e != nil {
-		srv.fwd.failed(fwdFailDropped)
-		srv.log.Debug("a forwarded fire-and-forget publish failed", "tenant", p.req.tenant, "stream", p.req.stream, "shard", p.lane.Shard, "err", e)
-	}
-	p.release()
+	p.queueForward()
 }
 
 // forwardPublishCall makes the fwd_publish call and returns the owner's
@@ -341,20 +321,10 @@ func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key str
 		cs.sendError(asWireError(err), &reqID)
 		return true
 	}
-	hdr, _ := json.Marshal(fwdCache{Token: cs.token, TenantID: tenant, Namespace: ns, Cache: cache, Shard: shard,
-		WithCodes: cs.withCodes(), Generation: rt.Generation})
 	_, isGet := m.(*wire.CacheGet)
-	rep, e := srv.forwardCall(cs.ctx, rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: body}, !isGet)
-	if e != nil {
-		cs.sendError(e, &reqID)
-		return true
-	}
-	srv.fwd.cacheOps.Inc()
-	if rep.Err != nil {
-		cs.sendError(rep.Err, &reqID)
-		return true
-	}
-	cs.out.send(cs.ctx, wire.AppendFrame(nil, 0, rep.Body))
+	cs.queueCacheForward(&cacheForward{cs: cs, rt: rt, body: body, reqID: reqID, isGet: isGet,
+		hdr: fwdCache{Token: cs.token, TenantID: tenant, Namespace: ns, Cache: cache, Shard: shard,
+			WithCodes: cs.withCodes(), Generation: rt.Generation}})
 	return true
 }
 
@@ -379,6 +349,9 @@ func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
 
 // handlePeerCall answers the calls other brokers make on the peer link.
 func (s *Server) handlePeerCall(ctx context.Context, _ peer.Peer, req peer.Request) peer.Reply {
+	if hook := s.fwd.callHook.Load(); hook != nil {
+		(*hook)(ctx, req.Type)
+	}
 	switch req.Type {
 	case TypeFwdPublish:
 		s.fwd.received.Inc()
@@ -386,6 +359,14 @@ func (s *Server) handlePeerCall(ctx context.Context, _ peer.Peer, req peer.Reque
 	case TypeFwdCache:
 		s.fwd.received.Inc()
 		return s.serveForwardedCache(ctx, req)
+	case TypeFwdPublishBatch:
+		if !s.fwd.noBatches.Load() {
+			return s.serveForwardedPublishBatch(ctx, req)
+		}
+	case TypeFwdCacheBatch:
+		if !s.fwd.noBatches.Load() {
+			return s.serveForwardedCacheBatch(ctx, req)
+		}
 	}
 	return peer.ErrorReply(wire.NewError(wire.CodeUnsupported, "unknown peer call %q", req.Type))
 }
@@ -432,33 +413,9 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	if e != nil {
 		return peer.ErrorReply(e)
 	}
-	// Never forwarded again: a shard this broker does not serve now is
-	// refused, naming its owner when there is one.
-	rt := s.route(ctx, wire.ShardKindStream, h.TenantID, h.Namespace, h.Stream, h.Shard)
-	if !rt.Local {
-		return peer.ErrorReply(rt.Err(wire.ShardKindStream, h.Stream, h.Shard))
-	}
-	if e := s.checkForwardGeneration(wire.ShardKindStream, h.Stream, h.Shard, rt, h.Generation); e != nil {
+	rt, st, sh, e := s.forwardedShard(ctx, h.TenantID, h.Namespace, h.Stream, h.Shard, h.Generation)
+	if e != nil {
 		return peer.ErrorReply(e)
-	}
-	st, re := s.resolveStream(h.TenantID, h.Namespace, h.Stream)
-	if re != nil {
-		return peer.ErrorReply(re)
-	}
-	if err := wire.CheckShard("stream", h.Stream, h.Shard, st.Shards()); err != nil {
-		return peer.ErrorReply(asWireError(err))
-	}
-	sh, err := s.servedShard(st, h.Shard)
-	if err != nil {
-		return peer.ErrorReply(asWireError(err))
-	}
-	if hook := s.fwd.ownerHook.Load(); hook != nil {
-		(*hook)(ctx)
-	}
-	if err := ctx.Err(); err != nil {
-		// The entry gave up, or the link ended: nobody waits for this
-		// answer, so the publish is not made.
-		return peer.ErrorReply(asWireError(err))
 	}
 	p := &ownerPublish{srv: s, tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
 		payloads: payloads, subject: id.Subject, res: make(chan ownerResult, 1)}
@@ -478,6 +435,42 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 		// the same; the entry answers outcome_unknown.
 		return peer.ErrorReply(asWireError(ctx.Err()))
 	}
+}
+
+// forwardedShard is the shard a forwarded publish (alone or in a batch)
+// names, with the owner's checks: never forwarded again (a shard this
+// broker does not serve now is refused, naming its owner when there is
+// one), the forward's generation (checkForwardGeneration), the stream and
+// the shard. The entry may have given up meanwhile (ctx): then nothing is
+// published. rt is this broker's route for the shard.
+func (s *Server) forwardedShard(ctx context.Context, tenant, ns, stream string, shard uint32, entryGen uint64) (Route, *core.Stream, *core.Shard, *wire.Error) {
+	rt := s.route(ctx, wire.ShardKindStream, tenant, ns, stream, shard)
+	if !rt.Local {
+		return rt, nil, nil, rt.Err(wire.ShardKindStream, stream, shard)
+	}
+	if e := s.checkForwardGeneration(wire.ShardKindStream, stream, shard, rt, entryGen); e != nil {
+		return rt, nil, nil, e
+	}
+	st, re := s.resolveStream(tenant, ns, stream)
+	if re != nil {
+		return rt, nil, nil, re
+	}
+	if err := wire.CheckShard("stream", stream, shard, st.Shards()); err != nil {
+		return rt, nil, nil, asWireError(err)
+	}
+	sh, err := s.servedShard(st, shard)
+	if err != nil {
+		return rt, nil, nil, asWireError(err)
+	}
+	if hook := s.fwd.ownerHook.Load(); hook != nil {
+		(*hook)(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		// The entry gave up, or the link ended: nobody waits for this
+		// answer, so the publish is not made.
+		return rt, nil, nil, asWireError(err)
+	}
+	return rt, st, sh, nil
 }
 
 // ownerPublish is a forwarded publish on its way through admission, the

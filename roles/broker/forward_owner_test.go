@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/roles/broker/peer"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -198,5 +200,34 @@ func TestUnreachableOwnerIsRefusedNamingIt(t *testing.T) {
 	s.write(binPublish("log", true, 3, numbered(1)))
 	if e := expectCode(t, s.recv(), wire.CodeShardUnavailable); e.Detail["peer_addr"] != addr {
 		t.Fatalf("second refusal %v", e)
+	}
+}
+
+// A batch of forwarded publishes gets the same generation checks as one
+// forward alone: refused whole when it names a generation newer than the
+// owner's, served with the owner's generation noted when older.
+func TestForwardedPublishBatchChecksTheGeneration(t *testing.T) {
+	a, b := startSlowViews(t, wire.StreamSpec{Stream: "log"})
+	v2 := genView(a, b, 2)
+	apply(a, v2)
+	apply(b, v2)
+	settle(t, b, "log")
+	tok := a.token(pubAll)
+	batch := func(gen uint64) peer.Request {
+		hdr, _ := json.Marshal(fwdPublishBatch{TenantID: testTenant, Namespace: "prod", Stream: "log", Generation: gen,
+			Tokens: []string{tok}, Publishes: []fwdBatchPublish{{Token: 0, Acked: true, Payloads: 1}, {Token: 0, Acked: true, Payloads: 1}}})
+		return peer.Request{Type: TypeFwdPublishBatch, Header: hdr, Body: appendPayloads(nil, [][]byte{[]byte("x"), []byte("y")})}
+	}
+	rep := b.srv.serveForwardedPublishBatch(context.Background(), batch(3))
+	if rep.Err == nil || rep.Err.Detail[wire.DetailReason] != reasonStaleGeneration {
+		t.Fatalf("a batch naming generation 3 at an owner of generation 2: %+v", rep)
+	}
+	if got := b.metric("felix_publish_messages_total"); got != 0 {
+		t.Fatalf("b published %v messages under a stale generation", got)
+	}
+	rep = b.srv.serveForwardedPublishBatch(context.Background(), batch(1))
+	var h fwdBatchReply
+	if rep.Err != nil || json.Unmarshal(rep.Header, &h) != nil || h.Generation != 2 || len(h.Results) != 2 || h.Results[0].Error != nil || h.Results[1].Error != nil {
+		t.Fatalf("a batch naming generation 1 at an owner of generation 2: %+v %s", rep.Err, rep.Header)
 	}
 }

@@ -245,6 +245,13 @@ func (l *Link) serveCall(st *quic.Stream) {
 		rep = cfg.Handle(ctx, l.peer, req)
 		stopCtx()
 		cancel()
+		if l.ctx.Err() != nil {
+			// The link is ending: its reply (likely the handler giving
+			// up) must not reach the caller as an answer. The caller
+			// sees the call unanswered, its outcome unknown.
+			st.CancelWrite(streamCancelled)
+			return
+		}
 	}
 	b, err := AppendReply(nil, rep)
 	if err == nil && len(b)-wire.HeaderLen > int(cfg.MaxCallBytes) {
