@@ -594,6 +594,9 @@ func (s *Server) serveForwardedCache(ctx context.Context, req peer.Request) peer
 	if err != nil {
 		return peer.ErrorReply(asWireError(err))
 	}
+	if m, ok := msg.(*wire.CacheKeys); ok {
+		return s.serveForwardedCacheKeys(ctx, h, m) // cache_keys_cluster.go
+	}
 	var (
 		key, tenant, ns, cache string
 		reqID                  uint64

@@ -65,6 +65,10 @@ func (cs *controlStream) handleCacheKeys(m *wire.CacheKeys) {
 	if limit == 0 {
 		limit = defaultCacheKeysLimit
 	}
+	if cs.srv.cluster != nil {
+		cs.clusterCacheKeys(m, c, limit) // cache_keys_cluster.go
+		return
+	}
 	keys, more := c.Keys(m.Prefix, m.After, limit, time.Now())
 	page := &wire.CacheKeysPage{Keys: keys, RequestID: m.RequestID}
 	if page.Keys == nil {
