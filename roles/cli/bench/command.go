@@ -35,11 +35,20 @@ func Command() *cli.Command {
 			"load for --duration, deletes what it created and prints its figures (-o json for machines).\n" +
 			"For lossless pub/sub figures start the broker with FELIX_PUB_INGRESS_WAIT=true; for more than\n" +
 			"256 connections raise FELIX_MAX_CONNECTIONS_PER_SOURCE.\n\n" +
+			"On a cluster (felix dev writes a client.json naming every broker), pubsub, durable and latency\n" +
+			"take --route direct (a ClusterClient publishes straight to each shard's owner) or --route entry\n" +
+			"[--via ADDR] (a plain client pinned to one broker, which forwards what it does not own), and\n" +
+			"--shards N (keyed publishes, the keys taking the N shards in turn; also on one broker, for a\n" +
+			"baseline). --metrics HOST:PORT,... adds the forwarded publishes the run caused; with --route\n" +
+			"entry, latency also reports forwarded and local publishes apart. scripts/bench-cluster runs\n" +
+			"them all against one node and a three-node felix dev.\n\n" +
 			"   felix bench quic-raw --duration 5s\n" +
 			"   felix bench pubsub --payload 4096 --batch 64 --duration 10s\n" +
 			"   felix bench fanout --subscribers 1000 --rate 100\n" +
 			"   felix bench watch-fanout --watchers 1000 --rate 10\n" +
-			"   felix bench durable --mode acked --inflight 256 --payload 4096",
+			"   felix bench durable --mode acked --inflight 256 --payload 4096\n" +
+			"   felix bench pubsub --data-dir ./felix-dev --route direct --shards 3\n" +
+			"   felix bench latency --data-dir ./felix-dev --route entry --shards 3",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "pubsub",
@@ -51,10 +60,10 @@ func Command() *cli.Command {
 					"publish to the later of the publisher finishing and the last delivery, so published /\n" +
 					"measured_s is published_msgs_per_s. On a terminal a live line shows progress. Example:\n\n" +
 					"   felix bench pubsub --payload 4096 --batch 64 --duration 10s",
-				Flags: withClient(dur, payload, policy,
+				Flags: withClient(append([]cli.Flag{dur, payload, policy,
 					&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch", Value: 64},
 					&cli.BoolFlag{Name: "acked", Usage: "wait for an acknowledgement of every batch"},
-					inflightFlag(1), durableFlag()),
+					inflightFlag(1), durableFlag()}, routingFlags()...)...),
 				Action: func(c *cli.Context) error {
 					return run(c, func(ctx context.Context, t *target) (*result, error) {
 						return runPubSub(ctx, t, pubsubParams{payload: c.Int("payload"), batch: max(1, c.Int("batch")),
@@ -135,8 +144,8 @@ func Command() *cli.Command {
 			{
 				Name:  "latency",
 				Usage: "one acknowledged publish at a time: p50/p99/p999",
-				Flags: withClient(dur, &cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes"},
-					&cli.IntFlag{Name: "count", Value: 100000, Usage: "stop after this many publishes"}, durableFlag()),
+				Flags: withClient(append([]cli.Flag{dur, &cli.IntFlag{Name: "payload", Value: 256, Usage: "payload size in bytes"},
+					&cli.IntFlag{Name: "count", Value: 100000, Usage: "stop after this many publishes"}, durableFlag()}, routingFlags()...)...),
 				Action: func(c *cli.Context) error {
 					return run(c, func(ctx context.Context, t *target) (*result, error) {
 						return runLatency(ctx, t, c.Int("payload"), c.Int("count"), bounded(c.Duration("duration")), c.Bool("durable"))
@@ -195,6 +204,13 @@ func runControlPlane(c *cli.Context, f func(context.Context, *target) (*result, 
 }
 
 func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*result, error)) error {
+	var rt routing
+	if hasFlag(c, "route") {
+		var err error
+		if rt, err = parseRouting(c); err != nil {
+			return cli.Exit("error: "+err.Error(), 2)
+		}
+	}
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	s, err := felixcli.LoadClientSettings(c)
@@ -221,7 +237,7 @@ func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*res
 	// set-up every time more than two callers finish at once.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	t := &target{cfg: cfg, ns: s.Namespace, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}},
+	t := &target{cfg: cfg, ns: s.Namespace, brokers: append([]string{s.Broker}, s.MoreBrokers...), routing: rt, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}},
 		progress: newProgress(errWriter(c), plannedLength(c))}
 	t.progress.run()
 	r, err := f(ctx, t)
@@ -244,12 +260,17 @@ func errWriter(c *cli.Context) io.Writer {
 // line: --duration, unless the scenario has none or --max makes it the
 // length of each of several steps (0: unknown).
 func plannedLength(c *cli.Context) time.Duration {
-	if c.Bool("max") || c.Command == nil || !slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool {
-		return slices.Contains(f.Names(), "duration")
-	}) {
+	if c.Bool("max") || !hasFlag(c, "duration") {
 		return 0
 	}
 	return bounded(c.Duration("duration"))
+}
+
+// hasFlag says whether the command in c has the flag called name.
+func hasFlag(c *cli.Context, name string) bool {
+	return c.Command != nil && slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool {
+		return slices.Contains(f.Names(), name)
+	})
 }
 
 func report(c *cli.Context, r *result) error {

@@ -21,11 +21,11 @@ func durableCommand(withClient func(...cli.Flag) []cli.Flag, dur, policy cli.Fla
 	return &cli.Command{
 		Name:  "durable",
 		Usage: "publish to a durable stream: fire-and-forget or acked (MB/s, msgs/s) or one acked publish at a time (p50/p99)",
-		Flags: withClient(dur, policy,
+		Flags: withClient(append([]cli.Flag{dur, policy,
 			&cli.IntFlag{Name: "payload", Value: 4096, Usage: "payload size in bytes"},
 			&cli.StringFlag{Name: "mode", Value: "acked", Usage: "fire-and-forget, acked or one-at-a-time"},
 			&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch (default 64 fire-and-forget, 1 acked)"},
-			inflightFlag(256)),
+			inflightFlag(256)}, routingFlags()...)...),
 		Action: func(c *cli.Context) error {
 			return run(c, func(ctx context.Context, t *target) (*result, error) {
 				return runDurable(ctx, t, c.String("mode"), pubsubParams{payload: c.Int("payload"), batch: c.Int("batch"),

@@ -15,7 +15,10 @@ import (
 // they go (the progress line reads it). Fire-and-forget and a single acked
 // caller run in this goroutine; with p.acked and p.inflight > 1, that many
 // callers each keep one acked batch outstanding.
-func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsubParams, ok *atomic.Int64) (published, failed int64) {
+//
+// With keys, every publish is one payload keyed with the next key in
+// turn (p.batch is 1 then).
+func publishFor(ctx context.Context, c pubClient, ns, stream string, p pubsubParams, keys [][]byte, ok *atomic.Int64) (published, failed int64) {
 	ack := felix.AckNone
 	if p.acked {
 		ack = felix.AckPerBatch
@@ -34,13 +37,15 @@ func publishFor(ctx context.Context, c *felix.Client, ns, stream string, p pubsu
 	var bad atomic.Int64
 	deadline := time.Now().Add(p.duration)
 	var wg sync.WaitGroup
-	for range callers {
+	for w := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			for i := w; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				var err error
-				if p.batch == 1 {
+				if len(keys) > 0 {
+					err = c.PublishKeyed(ctx, ns, stream, keys[i%len(keys)], payloads[0], ack)
+				} else if p.batch == 1 {
 					err = c.Publish(ctx, ns, stream, payloads[0], ack)
 				} else {
 					// The SDK may keep the slice until it is written: give it
