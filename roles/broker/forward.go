@@ -534,22 +534,7 @@ func (p *ownerPublish) release() {
 func (p *ownerPublish) run() {
 	srv := p.srv
 	if p.durable {
-		c, err := p.shard.Claim(p.payloads, p.subject)
-		if err != nil {
-			srv.publishes.done()
-			p.settle(err, nil)
-			return
-		}
-		finish := func() {
-			defer srv.publishes.done()
-			base := c.BaseOffset()
-			p.settle(c.Finish(srv.workCtx), &base)
-		}
-		if c.Durable() && p.policy != core.Block {
-			finish()
-			return
-		}
-		go finish()
+		srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, p.settle)
 		return
 	}
 	prev, done := srv.lanes.link(p.l)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -19,28 +17,7 @@ import (
 // source once a minute only, so a fetch in a test comes from a request
 // for one (viewSoon), not the timer.
 func startSlowViews(t *testing.T, streams ...wire.StreamSpec) (a, b *env) {
-	t.Helper()
-	dirs := sharedDevCA(t, 2)
-	signer, jwks := testSigner(t)
-	start := func(id, dir string) *env {
-		cfg := peerConfig(id, dir)
-		cfg.ClusterViewInterval = maxClusterViewInterval
-		src := &fakeSource{
-			tenants:    []wire.Tenant{{TenantID: testTenant}},
-			namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},
-			caches:     []wire.CacheSpec{{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Shards: testCacheShards}},
-			jwks:       jwks,
-		}
-		for _, s := range streams {
-			s.TenantID, s.Namespace = testTenant, "prod"
-			s.Shards = max(s.Shards, 1)
-			src.streams = append(src.streams, s)
-		}
-		tlsCfg, roots := testTLS(t)
-		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &viewSource{}}
-		return startServer(t, cfg, deps, signer, roots, src)
-	}
-	return start("broker-a", dirs[0]), start("broker-b", dirs[1])
+	return startPair(t, func(cfg *Config) { cfg.ClusterViewInterval = maxClusterViewInterval }, streams...)
 }
 
 // settle waits until e's catalog has applied stream and no view fetch

@@ -46,12 +46,17 @@ const testCacheShards = 2
 // one CA, durable storage, and a catalog with the same streams and token
 // signer; both are in a cluster (Deps.Cluster), with no view yet.
 func startCluster(t testing.TB, streams ...wire.StreamSpec) (a, b *env) {
+	return startPair(t, func(cfg *Config) { cfg.Durable.StorageDir = t.TempDir() }, streams...)
+}
+
+// startPair is startCluster with each broker's config adjusted by tune.
+func startPair(t testing.TB, tune func(*Config), streams ...wire.StreamSpec) (a, b *env) {
 	t.Helper()
 	dirs := sharedDevCA(t, 2)
 	signer, jwks := testSigner(t)
 	start := func(id, dir string) *env {
 		cfg := peerConfig(id, dir)
-		cfg.Durable.StorageDir = t.TempDir()
+		tune(&cfg)
 		src := &fakeSource{
 			tenants:    []wire.Tenant{{TenantID: testTenant}},
 			namespaces: []wire.Namespace{{TenantID: testTenant, Namespace: "prod"}},

@@ -255,21 +255,28 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 // share the next fsync (group commit). Once claimed, the batch is
 // finished even if its publisher has gone.
 func (p *admitted) runDurable() {
-	srv := p.cs.srv
-	c, err := p.shard.Claim(p.req.payloads, p.cs.id.Subject)
+	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.settle)
+}
+
+// runDurablePublish claims offsets for payloads on a durable shard and
+// finishes the claim, calling settle once with the outcome: a client's
+// publish (admitted) and a forwarded one at its owner (ownerPublish)
+// alike.
+func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, settle func(error, *uint64)) {
+	c, err := sh.Claim(payloads, subject)
 	if err != nil {
-		srv.publishes.done()
-		p.settle(err, nil)
+		s.publishes.done()
+		settle(err, nil)
 		return
 	}
 	finish := func() {
-		defer srv.publishes.done()
+		defer s.publishes.done()
 		base := c.BaseOffset()
-		p.settle(c.Finish(srv.workCtx), &base)
+		settle(c.Finish(s.workCtx), &base)
 	}
 	// Written under a policy that does not wait for an fsync, and with no
 	// subscriber able to block: nothing to wait for, so finish right here.
-	if c.Durable() && p.policy != core.Block {
+	if c.Durable() && policy != core.Block {
 		finish()
 		return
 	}
