@@ -170,21 +170,28 @@ func (f *fakePub) PublishKeyed(_ context.Context, _, _ string, key, _ []byte, _ 
 func (f *fakePub) Finish(context.Context) error { return nil }
 func (f *fakePub) Close() error                 { return nil }
 
-func TestPublishForTakesTheKeysInTurn(t *testing.T) {
-	keys := keysForShards(3)
+// runPublishFor runs publishFor against a fake publisher until it has
+// published at least n times, then stops it.
+func runPublishFor(p pubsubParams, keys [][]byte, n int64) *fakePub {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fakePub{keyed: map[string]int{}}
 	var ok atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		publishFor(ctx, f, "ns", "s", pubsubParams{payload: 8, batch: 1, duration: time.Hour}, keys, &ok)
+		publishFor(ctx, f, "ns", "s", p, keys, &ok)
 	}()
-	for ok.Load() < 300 {
+	for ok.Load() < n {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
 	<-done
+	return f
+}
+
+func TestPublishForTakesTheKeysInTurn(t *testing.T) {
+	keys := keysForShards(3)
+	f := runPublishFor(pubsubParams{payload: 8, batch: 1, duration: time.Hour}, keys, 300)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.batches != 0 || f.singles != 0 {
@@ -200,19 +207,7 @@ func TestPublishForTakesTheKeysInTurn(t *testing.T) {
 }
 
 func TestPublishForWithoutKeysSendsBatches(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &fakePub{keyed: map[string]int{}}
-	var ok atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		publishFor(ctx, f, "ns", "s", pubsubParams{payload: 8, batch: 4, duration: time.Hour}, nil, &ok)
-	}()
-	for ok.Load() < 40 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+	f := runPublishFor(pubsubParams{payload: 8, batch: 4, duration: time.Hour}, nil, 40)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.keyed) != 0 || f.singles != 0 || f.batches == 0 {
