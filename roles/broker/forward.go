@@ -575,7 +575,14 @@ func (s *Server) serveForwardedCache(ctx context.Context, req peer.Request) peer
 	if err := json.Unmarshal(req.Header, &h); err != nil {
 		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache header: %v", err))
 	}
-	msg, err := wire.ParseMessage(req.Body)
+	return s.serveCacheOp(ctx, h, req.Body)
+}
+
+// serveCacheOp answers one forwarded cache request (body, the client's
+// JSON request) under the call's header h: alone (fwd_cache) or one of a
+// batch (fwd_cache_batch), which decodes its header once.
+func (s *Server) serveCacheOp(ctx context.Context, h fwdCache, body []byte) peer.Reply {
+	msg, err := wire.ParseMessage(body)
 	if err != nil {
 		return peer.ErrorReply(asWireError(err))
 	}

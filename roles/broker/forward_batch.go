@@ -535,15 +535,21 @@ func (s *Server) serveForwardedCacheBatch(ctx context.Context, req peer.Request)
 	if err != nil {
 		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache_batch: %v", err))
 	}
-	one, _ := json.Marshal(h.fwdCache)
 	results := make([]fwdBatchResult, len(ops))
-	var body []byte
+	var (
+		body []byte
+		gen  uint64 // the owner's generation, when newer than the entry's
+	)
 	for i, op := range ops {
 		s.fwd.received.Inc()
-		rep := s.serveForwardedCache(ctx, peer.Request{Type: TypeFwdCache, Header: one, Body: op})
+		rep := s.serveCacheOp(ctx, h.fwdCache, op)
 		results[i].Error = toFwdError(rep.Err)
 		body = appendPayloads(body, [][]byte{rep.Body})
+		var g ownerGeneration
+		if len(rep.Header) > 0 && json.Unmarshal(rep.Header, &g) == nil {
+			gen = max(gen, g.Generation)
+		}
 	}
-	hdr, _ := json.Marshal(fwdBatchReply{Results: results})
+	hdr, _ := json.Marshal(fwdBatchReply{Results: results, Generation: gen})
 	return peer.Reply{Header: hdr, Body: body}
 }

@@ -208,3 +208,30 @@ func TestForwardedPublishBatchChecksTheGeneration(t *testing.T) {
 		t.Fatalf("a batch naming generation 1 at an owner of generation 2: %+v %s", rep.Err, rep.Header)
 	}
 }
+
+// A batch of forwarded cache operations is checked op by op, and its
+// reply notes the owner's generation when the entry's is older, as one
+// forward's would.
+func TestForwardedCacheBatchNotesTheOwnersGeneration(t *testing.T) {
+	a, b := startSlowViews(t)
+	v2 := genView(a, b, 2)
+	apply(a, v2)
+	apply(b, v2)
+	hdr, _ := json.Marshal(fwdCacheBatch{fwdCache: fwdCache{Token: a.token(cacheAll), TenantID: testTenant, Namespace: "prod",
+		Cache: "sessions", WithCodes: true, Generation: 1}})
+	var body []byte
+	for i, k := range cacheKeys() {
+		op, _ := wire.MarshalMessage(&wire.CachePut{TenantID: testTenant, Namespace: "prod", Cache: "sessions", Key: k, Value: []byte("v"), RequestID: uint64(i + 1)})
+		body = appendPayloads(body, [][]byte{op})
+	}
+	rep := b.srv.serveForwardedCacheBatch(context.Background(), peer.Request{Type: TypeFwdCacheBatch, Header: hdr, Body: body})
+	var h fwdBatchReply
+	if rep.Err != nil || json.Unmarshal(rep.Header, &h) != nil || h.Generation != 2 || len(h.Results) != len(cacheKeys()) {
+		t.Fatalf("a cache batch naming generation 1 at an owner of generation 2: %+v %s", rep.Err, rep.Header)
+	}
+	for i, r := range h.Results {
+		if r.Error != nil {
+			t.Fatalf("op %d refused: %+v", i, r.Error)
+		}
+	}
+}

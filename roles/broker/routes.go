@@ -142,8 +142,9 @@ func ownedOf(a wire.ShardAssignment) OwnedShard {
 // Apply makes v the view the broker routes by and returns the shards
 // this broker gained and lost with it (a shard whose generation changed
 // while it stays here is lost, then gained). Views are applied in the
-// order they were fetched; an older placement revision than the one held
-// is ignored.
+// order they were fetched (the fetches never overlap), each as it is,
+// even one with a lower placement revision (a control plane restored
+// from a backup).
 func (t *routeTable) Apply(v wire.ClusterView) (gained, lost []OwnedShard) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
