@@ -25,7 +25,8 @@ func (s *CacheStore) rebuild() error {
 	start, next := s.log.StartOffset(), s.log.NextOffset()
 	idx := map[string]storeEntry{}
 	oldest := next
-	point, found, err := readCacheSnapshot(s.opts.FS, s.opts.Dir, func(k string, e storeEntry) {
+	sized := func(n int) { idx = make(map[string]storeEntry, n) } // no rehashing while a million keys load
+	point, found, err := readCacheSnapshot(s.opts.FS, s.opts.Dir, sized, func(k string, e storeEntry) {
 		idx[k] = e
 		oldest = min(oldest, e.version)
 	})

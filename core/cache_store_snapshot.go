@@ -172,12 +172,13 @@ func writeSnapshotFile(ctx context.Context, f flog.File, point uint64, entries [
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 
-// readCacheSnapshot reads the snapshot in dir, calling fn for each entry
-// in file order. found is false when there is none. A damaged snapshot
+// readCacheSnapshot reads the snapshot in dir, calling sized with the
+// entry count (checked against the file's size) and then fn for each
+// entry in file order. found is false when there is none. A damaged snapshot
 // (bad magic, version, length or CRC) is an error wrapping
 // errSnapshotCorrupt, found after fn may already have been called: the
 // caller builds into a fresh index and drops it then.
-func readCacheSnapshot(fsys flog.FS, dir string, fn func(key string, e storeEntry)) (point uint64, found bool, err error) {
+func readCacheSnapshot(fsys flog.FS, dir string, sized func(count int), fn func(key string, e storeEntry)) (point uint64, found bool, err error) {
 	f, err := fsys.OpenFile(filepath.Join(dir, cacheSnapshotFile), os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
@@ -196,7 +197,7 @@ func readCacheSnapshot(fsys flog.FS, dir string, fn func(key string, e storeEntr
 	}
 	crc := crc32.New(castagnoliTable)
 	r := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, 0, size-4), crc), 256<<10)
-	point, err = readSnapshotBody(r, size-4, fn)
+	point, err = readSnapshotBody(r, size-4, sized, fn)
 	if err != nil {
 		return 0, true, err
 	}
@@ -212,7 +213,7 @@ func readCacheSnapshot(fsys flog.FS, dir string, fn func(key string, e storeEntr
 
 // readSnapshotBody reads the header and entries of a body of size bytes,
 // checking each length against what is left before it allocates.
-func readSnapshotBody(r *bufio.Reader, size int64, fn func(string, storeEntry)) (uint64, error) {
+func readSnapshotBody(r *bufio.Reader, size int64, sized func(int), fn func(string, storeEntry)) (uint64, error) {
 	var h [cacheSnapHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, fmt.Errorf("%w: header: %v", errSnapshotCorrupt, err)
@@ -226,6 +227,7 @@ func readSnapshotBody(r *bufio.Reader, size int64, fn func(string, storeEntry)) 
 	if count > uint64(left)/cacheSnapEntryFixed {
 		return 0, fmt.Errorf("%w: %d entries in %d bytes", errSnapshotCorrupt, count, left)
 	}
+	sized(int(count))
 	key := make([]byte, 0, 256)
 	var fixed [8 + 8]byte
 	for i := uint64(0); i < count; i++ {
