@@ -35,6 +35,14 @@ type Cache struct {
 	placed atomic.Uint32
 	// log assigns offsets to applied writes and feeds watches.
 	log cacheLog
+	// store, when the broker has durable storage, is the cache's log on
+	// disk: every applied write is one of its records, at the offset the
+	// write takes. nil for an in-memory cache. Set before the cache is
+	// shared and never changed.
+	store *CacheStore
+	// incarnation is the catalog's incarnation of the cache (its files
+	// are the incarnation's).
+	incarnation string
 }
 
 type cacheShard struct {
@@ -90,7 +98,10 @@ func (c *Cache) shard(key string) *cacheShard {
 // 0 means no expiry. A write that would pass the cache's bounds (counting
 // only the size difference when it replaces a key) is refused with an
 // overloaded *wire.Error, detail reason "cache_full"; one entry larger
-// than the whole byte bound is refused as invalid_request.
+// than the whole byte bound is refused as invalid_request. On a durable
+// cache it returns once the put is in the log under the fsync policy; a
+// write the log refuses (a full disk, a failed log, the key index at its
+// bound) is refused and changes nothing.
 func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) error {
 	if ttl < 0 {
 		return wire.NewError(wire.CodeInvalidRequest, "negative ttl %v", ttl)
@@ -103,16 +114,25 @@ func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) 
 	e := cacheEntry{value: append(make([]byte, 0, len(value)), value...), expiresAt: expiry(now, ttl)}
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !c.reserve(s, key, size) {
+	dEntries, dBytes, ok := c.reserve(s, key, size)
+	if !ok {
 		c.sweepLocked(s, now.UnixNano())
-		if !c.reserve(s, key, size) {
+		if dEntries, dBytes, ok = c.reserve(s, key, size); !ok {
+			s.mu.Unlock()
 			return c.fullError()
 		}
 	}
-	e.offset = c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	off, w, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	if err != nil {
+		c.entries.Add(-dEntries)
+		c.bytes.Add(-dBytes)
+		s.mu.Unlock()
+		return err
+	}
+	e.offset = off
 	s.m[key] = e
-	return nil
+	s.mu.Unlock()
+	return c.waitDurable(w)
 }
 
 func expiry(now time.Time, ttl time.Duration) int64 {
@@ -127,25 +147,26 @@ func expiry(now time.Time, ttl time.Duration) int64 {
 }
 
 // reserve accounts for writing an entry of size under key in s (whose lock
-// the caller holds), or reports that the bounds would be passed.
-func (c *Cache) reserve(s *cacheShard, key string, size int64) bool {
-	var dEntries, dBytes int64 = 1, size
+// the caller holds), or reports that the bounds would be passed. It
+// returns the entry and byte deltas it applied, to undo them.
+func (c *Cache) reserve(s *cacheShard, key string, size int64) (dEntries, dBytes int64, ok bool) {
+	dEntries, dBytes = 1, size
 	if old, ok := s.m[key]; ok {
 		dEntries, dBytes = 0, size-entrySize(key, old.value)
 	}
 	if dEntries > 0 && c.entries.Add(dEntries) > c.maxEntries.Load() {
 		c.entries.Add(-dEntries)
-		return false
+		return 0, 0, false
 	}
 	if dBytes > 0 && c.bytes.Add(dBytes) > c.maxBytes.Load() {
 		c.bytes.Add(-dBytes)
 		c.entries.Add(-dEntries)
-		return false
+		return 0, 0, false
 	}
 	if dBytes <= 0 {
 		c.bytes.Add(dBytes)
 	}
-	return true
+	return dEntries, dBytes, true
 }
 
 func (c *Cache) fullError() error {
@@ -164,6 +185,8 @@ func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 		return nil, false
 	}
 	if e.expired(now.UnixNano()) {
+		// A durable cache that cannot write the expiry keeps the entry
+		// for a later sweep; it is absent either way.
 		c.removeLocked(s, key, e, wire.CacheOpExpire)
 		return nil, false
 	}
@@ -171,30 +194,44 @@ func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 }
 
 // Delete removes key and returns the value it held; an expired entry is
-// removed but reported absent.
-func (c *Cache) Delete(key string, now time.Time) ([]byte, bool) {
+// removed but reported absent. On a durable cache it returns once the
+// tombstone is in the log under the fsync policy; a tombstone the log
+// refuses leaves the key in place and is the error.
+func (c *Cache) Delete(key string, now time.Time) ([]byte, bool, error) {
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.m[key]
 	if !ok {
-		return nil, false
+		s.mu.Unlock()
+		return nil, false, nil
 	}
 	if e.expired(now.UnixNano()) {
-		c.removeLocked(s, key, e, wire.CacheOpExpire)
-		return nil, false
+		_, err := c.removeLocked(s, key, e, wire.CacheOpExpire)
+		s.mu.Unlock()
+		return nil, false, err
 	}
-	c.removeLocked(s, key, e, wire.CacheOpDelete)
-	return e.value, true
+	w, err := c.removeLocked(s, key, e, wire.CacheOpDelete)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.waitDurable(w); err != nil {
+		return nil, false, err
+	}
+	return e.value, true, nil
 }
 
 // removeLocked removes key's entry e from s (whose lock the caller holds)
-// as an applied write of op.
-func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) {
-	c.record(op, key, nil, 0)
+// as an applied write of op. A write the log refuses removes nothing.
+func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) (CacheStoreWrite, error) {
+	_, w, err := c.record(op, key, nil, 0)
+	if err != nil {
+		return w, err
+	}
 	delete(s.m, key)
 	c.entries.Add(-1)
 	c.bytes.Add(-entrySize(key, e.value))
+	return w, nil
 }
 
 // Sweep removes every entry expired at now and returns how many it
@@ -214,10 +251,13 @@ func (c *Cache) Sweep(now time.Time) int {
 func (c *Cache) sweepLocked(s *cacheShard, now int64) int {
 	n := 0
 	for k, e := range s.m {
-		if e.expired(now) {
-			c.removeLocked(s, k, e, wire.CacheOpExpire)
-			n++
+		if !e.expired(now) {
+			continue
 		}
+		if _, err := c.removeLocked(s, k, e, wire.CacheOpExpire); err != nil {
+			return n // the log refuses writes: the next sweep tries again
+		}
+		n++
 	}
 	return n
 }

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"encoding/base64"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -184,7 +186,10 @@ type cacheLog struct {
 	env   *watchEnv
 	logMu sync.Mutex
 	// next is the offset the next applied write takes.
-	next    uint64
+	next uint64
+	// offBase is what a durable cache adds to its log's offsets (see
+	// cache_durable.go); 0 in memory. Set before the cache is shared.
+	offBase uint64
 	history *changeRing // nil until the first Watch
 	keyed   map[string][]*CacheWatch
 	prefix  []*CacheWatch
@@ -193,15 +198,33 @@ type cacheLog struct {
 
 // record assigns the next offset to an applied write of op on key (the
 // caller holds key's shard lock) and hands the change to the history and
-// the matching watches. It returns the offset.
-func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) uint64 {
+// the matching watches. It returns the offset. On a durable cache the
+// write is first appended to the log, whose offset it takes, and the
+// append is returned for waitDurable; a write the log refuses takes no
+// offset, reaches no watch, and is the error.
+func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) (uint64, CacheStoreWrite, error) {
 	l := &c.log
 	l.logMu.Lock()
 	defer l.logMu.Unlock()
+	var sw CacheStoreWrite
+	if c.store != nil {
+		var err error
+		if op == wire.CacheOpPut {
+			sw, err = c.store.AppendPut(key, value, expiresAt)
+		} else {
+			sw, err = c.store.AppendRemove(key, op == wire.CacheOpExpire)
+		}
+		if err != nil {
+			return 0, sw, err
+		}
+		if l.offBase+sw.Offset != l.next {
+			panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), the cache expected %d", c.key.Cache, sw.Offset, l.offBase, l.next))
+		}
+	}
 	off := l.next
 	l.next++
 	if l.history == nil && len(l.keyed) == 0 && len(l.prefix) == 0 {
-		return off
+		return off, sw, nil
 	}
 	ch := &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
 	if l.history != nil {
@@ -221,7 +244,16 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 	for _, w := range lagged {
 		l.unregisterLocked(w)
 	}
-	return off
+	return off, sw, nil
+}
+
+// waitDurable waits until a durable cache's write is in its log under the
+// fsync policy; for an in-memory cache it returns at once.
+func (c *Cache) waitDurable(w CacheStoreWrite) error {
+	if c.store == nil {
+		return nil
+	}
+	return c.store.Wait(context.Background(), w)
 }
 
 func (l *cacheLog) registerLocked(w *CacheWatch) {

@@ -108,6 +108,9 @@ type CacheStoreOptions struct {
 	Logger *slog.Logger
 
 	metrics *coreMetrics // the broker's, or nil
+	// ownerSweeps says the store's owner (a core.Cache) appends the
+	// expiry records itself, so compaction must not sweep behind its back.
+	ownerSweeps bool
 }
 
 // Defaults of CacheStoreOptions.
@@ -262,6 +265,62 @@ func (s *CacheStore) Delete(ctx context.Context, key string) (old []byte, existe
 		return nil, false, err
 	}
 	return old, kind == flog.KindCacheTombstone, nil
+}
+
+// AppendRemove appends a tombstone (or, with expired, an expiry record)
+// for key and removes it from the index, without reading its value: for
+// an owner that decided the key is present. It returns the record's
+// write for Wait.
+func (s *CacheStore) AppendRemove(key string, expired bool) (CacheStoreWrite, error) {
+	if len(key) > maxCacheStoreKey {
+		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	}
+	kind := flog.KindCacheTombstone
+	if expired {
+		kind = flog.KindCacheExpiry
+	}
+	rec := cacheRecord{Kind: kind, Key: key}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, err := s.appendLocked(flog.Entry{Kind: kind, Payload: rec.Append(make([]byte, 0, rec.Len()))})
+	if err != nil {
+		return CacheStoreWrite{}, err
+	}
+	if e, ok := s.index[key]; ok {
+		s.removeLocked(key, e)
+	}
+	return w, nil
+}
+
+// ScanLive calls fn with every live key's value, version and expiry
+// (lapsed ones included), reading the retained log once from its start:
+// for an owner that loads every value, cheaper than a point read per
+// key. It must not run concurrently with writes.
+func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, expiresAt int64)) error {
+	from, end := s.log.StartOffset(), s.log.NextOffset()
+	for from < end {
+		recs, next, err := s.log.Read(from, end, replayBatchRecords, replayBatchBytes)
+		if err != nil {
+			return s.storeError(err)
+		}
+		for i := range recs {
+			if recs[i].Kind != flog.KindCachePut {
+				continue
+			}
+			rec, _, err := parseCacheRecord(recs[i].Kind, recs[i].Payload)
+			if err != nil {
+				return wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", s.opts.Dir, recs[i].Offset, err)
+			}
+			s.mu.RLock()
+			e, ok := s.index[rec.Key]
+			s.mu.RUnlock()
+			if ok && e.version == recs[i].Offset {
+				fn(rec.Key, rec.Value, e.version, e.expiresAt)
+			}
+		}
+		from = next
+	}
+	return nil
 }
 
 // Wait returns once w is durable under the fsync policy.

@@ -22,7 +22,7 @@ type CompactResult struct {
 	Start   uint64
 }
 
-// Compact sweeps lapsed entries, writes a snapshot of the live index
+// Compact sweeps lapsed entries (unless the owner sweeps them), writes a snapshot of the live index
 // (paced by CompactBytesPerSec), and then has the log delete the sealed
 // segments wholly below both the snapshot's point and the oldest live
 // version: every record in them is superseded, deleted or expired.
@@ -37,8 +37,10 @@ func (s *CacheStore) Compact(ctx context.Context) (CompactResult, error) {
 		return CompactResult{}, ctx.Err()
 	}
 	defer func() { <-s.compact }()
-	if _, err := s.SweepExpired(ctx, s.opts.Now()); err != nil {
-		return CompactResult{}, err
+	if !s.opts.ownerSweeps {
+		if _, err := s.SweepExpired(ctx, s.opts.Now()); err != nil {
+			return CompactResult{}, err
+		}
 	}
 	point, entries, oldest, err := s.copyIndex()
 	if err != nil {
@@ -161,13 +163,14 @@ func (e *CacheCompactedError) Error() string {
 // Is makes the error match ErrCacheCompacted.
 func (e *CacheCompactedError) Is(target error) bool { return target == ErrCacheCompacted }
 
-// ReadChanges returns the changes of the records in [from, durable
-// offset), at most maxRecords of them and about maxBytes of values, and
-// the offset to continue from: a watch's history read from the log. A
-// from below StartOffset is a *CacheCompactedError; one past the next
-// offset a *wire.Error (invalid_request, reason in_future).
-func (s *CacheStore) ReadChanges(from uint64, maxRecords, maxBytes int) ([]*CacheChange, uint64, error) {
-	end := s.log.DurableOffset()
+// ReadChanges returns the changes of the records in [from, min(end,
+// next offset)), at most maxRecords of them and about maxBytes of values,
+// and the offset to continue from: a watch's history read from the log.
+// Pass DurableOffset as end to read only what is durable. A from below
+// StartOffset is a *CacheCompactedError; one past the next offset a
+// *wire.Error (invalid_request, reason in_future).
+func (s *CacheStore) ReadChanges(from, end uint64, maxRecords, maxBytes int) ([]*CacheChange, uint64, error) {
+	end = min(end, s.log.NextOffset())
 	if from >= end {
 		if start := s.log.StartOffset(); from < start {
 			return nil, from, &CacheCompactedError{Requested: from, Start: start}

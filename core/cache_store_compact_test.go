@@ -84,12 +84,12 @@ func TestCacheStoreCompactionKeepsEveryLatestValueAndVersion(t *testing.T) {
 	if start == 0 {
 		t.Fatal("nothing was compacted")
 	}
-	_, _, err := s.ReadChanges(start-1, 0, 0)
+	_, _, err := s.ReadChanges(start-1, s.NextOffset(), 0, 0)
 	var ce *CacheCompactedError
 	if !errors.Is(err, ErrCacheCompacted) || !errors.As(err, &ce) || ce.Start != start || ce.Requested != start-1 {
 		t.Fatalf("history read below the start: %v", err)
 	}
-	if _, _, err := s.ReadChanges(start, 0, 0); err != nil {
+	if _, _, err := s.ReadChanges(start, s.NextOffset(), 0, 0); err != nil {
 		t.Fatalf("history read from the start: %v", err)
 	}
 	s.Close()

@@ -222,7 +222,7 @@ func TestCacheStoreReadChangesIsTheWriteHistory(t *testing.T) {
 	if n, err := s.SweepExpired(ctx, clk.Now()); n != 1 || err != nil {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
-	chs, next, err := s.ReadChanges(v0, 0, 0)
+	chs, next, err := s.ReadChanges(v0, s.log.DurableOffset(), 0, 0)
 	if err != nil || next != v0+4 || len(chs) != 4 {
 		t.Fatalf("read: %d changes, next %d, %v", len(chs), next, err)
 	}
@@ -242,7 +242,7 @@ func TestCacheStoreReadChangesIsTheWriteHistory(t *testing.T) {
 		t.Fatalf("put change %+v", chs[0])
 	}
 	var we *wire.Error
-	if _, _, err := s.ReadChanges(next+1, 0, 0); !errors.As(err, &we) || we.Reason() != "in_future" {
+	if _, _, err := s.ReadChanges(next+1, next+1, 0, 0); !errors.As(err, &we) || we.Reason() != "in_future" {
 		t.Fatalf("read past the tail: %v", err)
 	}
 }
@@ -285,7 +285,7 @@ func TestCacheStoreExpirySurvivesRestart(t *testing.T) {
 	if n, err := s.SweepExpired(ctx, clk.Now()); n != 1 || err != nil {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
-	chs, _, err := s.ReadChanges(next, 0, 0)
+	chs, _, err := s.ReadChanges(next, s.log.DurableOffset(), 0, 0)
 	if err != nil || len(chs) != 1 || chs[0].Op != wire.CacheOpExpire || chs[0].Key != "session" {
 		t.Fatalf("the sweep's change: %+v %v", chs, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -137,6 +138,22 @@ var modelFilters = []CacheWatchOptions{{Key: "a1"}, {Key: "ab"}, {Key: "a", Pref
 // contents).
 func TestCacheWatchModel(t *testing.T) {
 	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20})
+	testCacheWatchModel(t, c)
+}
+
+// TestDurableCacheWatchModel is the model test on a log-backed cache,
+// where a resume older than the (small) history in memory is read from
+// the log instead of starting over.
+func TestDurableCacheWatchModel(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20,
+		Storage: &StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone}})
+	if c.store == nil {
+		t.Fatal("the cache is not log-backed")
+	}
+	testCacheWatchModel(t, c)
+}
+
+func testCacheWatchModel(t *testing.T, c *Cache) {
 	ref, refInfo := mustWatch(t, c, CacheWatchOptions{Prefix: true})
 	var clock atomic.Int64
 	now := func() time.Time { return testNow.Add(time.Duration(clock.Load()) * time.Millisecond) }

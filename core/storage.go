@@ -12,9 +12,10 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// StorageConfig turns on durable streams: a stream whose spec says
-// durable keeps one segment log per shard under Dir. Without it a durable
-// stream is served from memory.
+// StorageConfig turns on durable streams and caches: a stream whose spec
+// says durable keeps one segment log per shard under Dir, and every cache
+// keeps a log under Dir/caches (cache_durable.go). Without it both are
+// served from memory.
 type StorageConfig struct {
 	// Dir is the storage root (FELIX_DURABLE_STORAGE_DIR). Shard logs live
 	// in Dir/streams/<tenant>/<namespace>/<stream>/<shard>.
@@ -31,6 +32,12 @@ type StorageConfig struct {
 	// RecordPublishers stores each batch's publisher with its records
 	// (FELIX_RECORD_PUBLISHERS); without it a durable stream stores none.
 	RecordPublishers bool
+	// CacheIndexBytes bounds each durable cache's key index (0:
+	// DefaultCacheIndexBytes); past it new keys are refused.
+	CacheIndexBytes int64
+	// CacheCompactInterval is how often a durable cache considers
+	// compacting its log (0: DefaultCacheCompactInterval; negative: never).
+	CacheCompactInterval time.Duration
 	// FS replaces the real file system (tests inject faults with it).
 	FS flog.FS
 	// Logger receives recovery reports; nil means slog.Default().

@@ -83,7 +83,10 @@ func getIn(c *core.Cache, m *wire.CacheGet) (wire.Message, *wire.Error) {
 }
 
 func deleteIn(c *core.Cache, m *wire.CacheDelete) (wire.Message, *wire.Error) {
-	v, found := c.Delete(m.Key, time.Now())
+	v, found, err := c.Delete(m.Key, time.Now())
+	if err != nil {
+		return nil, asWireError(err)
+	}
 	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
 }
 

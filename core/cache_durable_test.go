@@ -1,0 +1,207 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	flog "github.com/felixmq/felix/log"
+	"github.com/felixmq/felix/wire"
+)
+
+var durableCacheSpec = wire.CacheSpec{TenantID: "t", Namespace: "ns", Cache: "c", Incarnation: "i1"}
+
+// openDurableCache starts a broker on storage in dir and applies spec.
+func openDurableCache(t *testing.T, st StorageConfig, spec wire.CacheSpec) (*Broker, *Cache) {
+	t.Helper()
+	b := NewBroker(Config{CacheShards: 4, Storage: &st})
+	if err := b.ApplyCache(spec); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.Cache(CacheKey{spec.TenantID, spec.Namespace, spec.Cache})
+	if c.store == nil {
+		t.Fatal("the cache is not log-backed")
+	}
+	return b, c
+}
+
+func entryOffset(c *Cache, k string) uint64 {
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k].offset
+}
+
+// TestDurableCacheKeepsEntriesTTLsAndWatchOffsetsAcrossRestart: after a
+// broker restart a log-backed cache holds the same entries with the same
+// versions and absolute expiries, continues the same offsets, and a watch
+// resuming at an offset from before the restart gets exactly the changes
+// from there on, read from the log, with no gap and no duplicate; an
+// expiry the sweep writes after the restart is a change like any other.
+func TestDurableCacheKeepsEntriesTTLsAndWatchOffsetsAcrossRestart(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncAlways}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Put("a", []byte("1"), 0, testNow))
+	from := c.log.next
+	must(c.Put("t", []byte("2"), time.Hour, testNow))
+	must(c.Put("gone", []byte("x"), 0, testNow))
+	_, _, err := c.Delete("gone", testNow)
+	must(err)
+	must(c.Put("a", []byte("3"), 0, testNow))
+	next, verA, verT := c.log.next, entryOffset(c, "a"), entryOffset(c, "t")
+	b.Close()
+
+	b, c = openDurableCache(t, st, durableCacheSpec)
+	defer func() { b.Close() }()
+	if c.log.next != next || entryOffset(c, "a") != verA || entryOffset(c, "t") != verT {
+		t.Fatalf("after restart: next %d (was %d), versions %d %d (were %d %d)", c.log.next, next,
+			entryOffset(c, "a"), entryOffset(c, "t"), verA, verT)
+	}
+	if v, ok := c.Get("a", testNow); !ok || string(v) != "3" {
+		t.Fatalf("a = %q %v", v, ok)
+	}
+	if _, ok := c.Get("gone", testNow); ok {
+		t.Fatal("a deleted key came back")
+	}
+	if v, ok := c.Get("t", testNow.Add(59*time.Minute)); !ok || string(v) != "2" {
+		t.Fatalf("t before its expiry = %q %v", v, ok)
+	}
+	w, info := mustWatch(t, c, CacheWatchOptions{Prefix: true, From: &from})
+	if info.Resnapshot {
+		t.Fatal("a resume from before the restart started over")
+	}
+	if n := c.Sweep(testNow.Add(time.Hour)); n != 1 {
+		t.Fatalf("swept %d", n)
+	}
+	var l watchLog
+	drainWatch(w, &l)
+	want := []struct {
+		op  wire.CacheChangeOp
+		key string
+	}{{wire.CacheOpPut, "t"}, {wire.CacheOpPut, "gone"}, {wire.CacheOpDelete, "gone"}, {wire.CacheOpPut, "a"}, {wire.CacheOpExpire, "t"}}
+	if len(l.changes) != len(want) {
+		t.Fatalf("resumed watch got %d changes, want %d", len(l.changes), len(want))
+	}
+	for i, ch := range l.changes {
+		if ch.Offset != from+uint64(i) || ch.Op != want[i].op || ch.Key != want[i].key {
+			t.Fatalf("change %d: %s, want %v %s at %d", i, descChange(ch), want[i].op, want[i].key, from+uint64(i))
+		}
+	}
+	if l.changes[0].ExpiresAt != testNow.Add(time.Hour).UnixNano() {
+		t.Fatalf("the put of t came back with expiry %d", l.changes[0].ExpiresAt)
+	}
+	b.Close()
+
+	b, c = openDurableCache(t, st, durableCacheSpec)
+	if _, ok := c.Get("t", testNow); ok {
+		t.Fatal("an expired key came back after its expiry was written")
+	}
+}
+
+// TestDurableCacheResumeIntoCompactedHistoryResnapshots: once compaction
+// dropped the segments a resume offset points into, the watch starts
+// from current values (resnapshot), which are complete.
+func TestDurableCacheResumeIntoCompactedHistoryResnapshots(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone, SegmentBytes: 1024, CacheCompactInterval: -1}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	first := c.log.next
+	for i := range 200 {
+		if err := c.Put(fmt.Sprint("k", i%5), []byte(fmt.Sprint(i)), 0, testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := c.store.Compact(context.Background()); err != nil || res.Dropped == 0 {
+		t.Fatalf("compact: %+v %v", res, err)
+	}
+	w, info := mustWatch(t, c, CacheWatchOptions{Prefix: true, From: &first})
+	if !info.Resnapshot {
+		t.Fatal("a resume into compacted history did not resnapshot")
+	}
+	var l watchLog
+	drainWatch(w, &l)
+	view := map[string]kv{}
+	apply(view, l.initial...)
+	if l.state == nil || fmt.Sprint(view) != fmt.Sprint(contents(c, func(string) bool { return true })) {
+		t.Fatalf("resnapshot gave %v (state %+v)", view, l.state)
+	}
+	// A resume after the compaction point is still read from the log.
+	from := c.log.next - 3
+	w, info = mustWatch(t, c, CacheWatchOptions{Prefix: true, From: &from})
+	l = watchLog{}
+	drainWatch(w, &l)
+	if info.Resnapshot || len(l.changes) != 3 {
+		t.Fatalf("resume after the compaction point: %+v, %d changes", info, len(l.changes))
+	}
+}
+
+// TestDurableCacheIndexBoundRefusesAndUndoes: a put the key index refuses
+// is the cache_full refusal and leaves the cache's counts as they were.
+func TestDurableCacheIndexBoundRefusesAndUndoes(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), CacheIndexBytes: 3 * indexCost("k0")}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	for i := range 3 {
+		if err := c.Put(fmt.Sprint("k", i), []byte("v"), 0, testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, bytes := c.Len()
+	err := c.Put("k3", []byte("v"), 0, testNow)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Reason() != wire.ReasonCacheFull || we.Detail["limit"] != "index_bytes" {
+		t.Fatalf("put past the index bound: %v", err)
+	}
+	if e, by := c.Len(); e != entries || by != bytes {
+		t.Fatalf("counts %d/%d after the refusal, were %d/%d", e, by, entries, bytes)
+	}
+	if _, ok := c.Get("k3", testNow); ok {
+		t.Fatal("the refused key is readable")
+	}
+}
+
+// TestDurableCacheDeleteRemovesFilesForgetKeepsThem: a cache deleted in
+// the catalog loses its files, and a new incarnation of the name starts
+// empty at offsets above the old one's; a cache only forgotten keeps
+// them and serves them again.
+func TestDurableCacheDeleteRemovesFilesForgetKeepsThem(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir()}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	defer func() { b.Close() }()
+	if err := c.Put("k", []byte("v"), 0, testNow); err != nil {
+		t.Fatal(err)
+	}
+	oldNext := c.log.next
+	k := CacheKey{"t", "ns", "c"}
+	b.RemoveCache(k)
+	if err := b.ApplyCache(durableCacheSpec); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = b.Cache(k)
+	if v, ok := c.Get("k", testNow); !ok || string(v) != "v" {
+		t.Fatal("a forgotten cache came back without its entries")
+	}
+	b.DeleteCache(k, durableCacheSpec.Incarnation)
+	dir, _ := CacheDir(st.Dir, k, durableCacheSpec.Incarnation)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a deleted cache's files remain: %v", err)
+	}
+	spec := durableCacheSpec
+	spec.Incarnation = "i2"
+	if err := b.ApplyCache(spec); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = b.Cache(k)
+	if n, _ := c.Len(); n != 0 || c.log.next <= oldNext {
+		t.Fatalf("new incarnation: %d entries, next %d (the old one reached %d)", n, c.log.next, oldNext)
+	}
+}
