@@ -111,3 +111,83 @@ func TestCachePutIfAbsentHasExactlyOneWinner(t *testing.T) {
 		t.Fatalf("put --if-absent printed %q, want a version after %d", out, next.Version)
 	}
 }
+
+// On a cluster, clients of every broker race put_if absent on one key:
+// the brokers that do not own its shard forward theirs, the owner checks
+// and writes atomically, and exactly one wins. Every broker then reads
+// the winner's version back.
+func TestClusterPutIfAbsentHasExactlyOneWinner(t *testing.T) {
+	d := startDev(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d.createCache(ctx, "leases", 3)
+	d.placed(ctx, "--cache", "leases")
+	token := d.adminToken()
+	var clients []*felix.Client
+	for _, n := range d.nodes {
+		c := d.connect(ctx, n.Name, token)
+		clients = append(clients, c)
+		// shard_unavailable (retry) until the broker's view has the
+		// cache's placement; a get changes nothing.
+		eventually(t, expiryWait, "a get through "+n.Name, func() bool {
+			_, _, _, err := c.CacheGetVersioned(ctx, "default", "leases", "warm-up")
+			return err == nil
+		})
+	}
+	const perBroker = 3
+	type attempt struct {
+		r   felix.CondResult
+		err error
+	}
+	results := make([]attempt, len(clients)*perBroker)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		c := clients[i%len(clients)]
+		wg.Go(func() {
+			<-start
+			r, err := c.CachePutIf(ctx, "default", "leases", "lock", []byte(fmt.Sprintf("holder-%d", i)), 0, felix.IfAbsent())
+			results[i] = attempt{r, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, a := range results {
+		if a.err != nil {
+			t.Fatalf("attempt %d: %v", i, a.err)
+		}
+		if a.r.Applied {
+			if winner >= 0 {
+				t.Fatalf("attempts %d and %d both won", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no attempt won")
+	}
+	version := results[winner].r.Version
+	for i, a := range results {
+		if !a.r.HasVersion || a.r.Version != version {
+			t.Fatalf("attempt %d told %+v, the winner wrote %d", i, a.r, version)
+		}
+	}
+	forwarded := 0.0
+	for _, n := range d.nodes {
+		f, err := d.metric(n.Name, "felix_broker_forwarded_cache_ops_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		forwarded += f
+	}
+	if forwarded < 2*perBroker {
+		t.Fatalf("%v cache operations forwarded; the two brokers without the key sent theirs to its owner", forwarded)
+	}
+	for i, c := range clients {
+		v, ver, found, err := c.CacheGetVersioned(ctx, "default", "leases", "lock")
+		if err != nil || !found || ver != version || string(v) != fmt.Sprintf("holder-%d", winner) {
+			t.Fatalf("through %s: %q at %d (%v %v), want the winner's at %d", d.nodes[i].Name, v, ver, found, err, version)
+		}
+	}
+}
