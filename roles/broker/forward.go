@@ -122,27 +122,105 @@ func (f *forwarder) failed(reason string) {
 }
 
 // fwdPublish is the header of a fwd_publish call; its body is the
-// payloads (appendPayloads).
+// payloads (appendPayloads). Unlike other calls' headers it is binary
+// (appendBinary): an acked publish sent one at a time is the path where a
+// forward's own cost shows.
 type fwdPublish struct {
-	Token     string `json:"token"`
-	TenantID  string `json:"tenant_id"`
-	Namespace string `json:"namespace"`
-	Stream    string `json:"stream"`
-	Shard     uint32 `json:"shard"`
+	Token     string
+	TenantID  string
+	Namespace string
+	Stream    string
+	Shard     uint32
 	// Acked: the client waits for the answer. The owner answers every
 	// forward either way (the entry waits for it to keep the order).
-	Acked bool `json:"acked"`
+	Acked bool
 	// Generation is the shard's ownership generation in the entry's view.
-	Generation uint64 `json:"generation"`
+	Generation uint64
 }
 
 // fwdPublished is the header of a fwd_publish reply: the base offset the
 // batch was given, on a durable shard.
 type fwdPublished struct {
-	Offset *uint64 `json:"offset,omitempty"`
+	Offset *uint64
 	// Generation is the owner's, when the entry's was older
-	// (forward_owner.go).
-	Generation uint64 `json:"generation,omitempty"`
+	// (forward_owner.go); 0 otherwise.
+	Generation uint64
+}
+
+// appendBinary encodes h (integers big-endian):
+//
+//	u8 flags (0x01 acked) | u32 shard | u64 generation |
+//	u32 n, n bytes, for each of token, tenant_id, namespace, stream
+func (h fwdPublish) appendBinary(dst []byte) []byte {
+	var flags byte
+	if h.Acked {
+		flags |= 0x01
+	}
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint32(dst, h.Shard)
+	dst = binary.BigEndian.AppendUint64(dst, h.Generation)
+	for _, f := range [...]string{h.Token, h.TenantID, h.Namespace, h.Stream} {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
+		dst = append(dst, f...)
+	}
+	return dst
+}
+
+func parseFwdPublish(b []byte) (fwdPublish, error) {
+	var h fwdPublish
+	if len(b) < 13 {
+		return h, fmt.Errorf("%d bytes, at least 13 needed", len(b))
+	}
+	if b[0]&^0x01 != 0 {
+		return h, fmt.Errorf("flags %#02x", b[0])
+	}
+	h.Acked = b[0]&0x01 != 0
+	h.Shard = binary.BigEndian.Uint32(b[1:])
+	h.Generation = binary.BigEndian.Uint64(b[5:])
+	b = b[13:]
+	for _, f := range [...]*string{&h.Token, &h.TenantID, &h.Namespace, &h.Stream} {
+		if len(b) < 4 {
+			return h, fmt.Errorf("%d bytes left, a length needs 4", len(b))
+		}
+		n := binary.BigEndian.Uint32(b)
+		if uint64(n) > uint64(len(b)-4) {
+			return h, fmt.Errorf("a string of %d bytes, %d left", n, len(b)-4)
+		}
+		*f, b = string(b[4:4+n]), b[4+n:]
+	}
+	if len(b) != 0 {
+		return h, fmt.Errorf("%d bytes left over", len(b))
+	}
+	return h, nil
+}
+
+// appendBinary encodes r: u8 flags (0x01 offset present) | u64 offset |
+// u64 generation.
+func (r fwdPublished) appendBinary(dst []byte) []byte {
+	var flags byte
+	var off uint64
+	if r.Offset != nil {
+		flags, off = 0x01, *r.Offset
+	}
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint64(dst, off)
+	return binary.BigEndian.AppendUint64(dst, r.Generation)
+}
+
+func parseFwdPublished(b []byte) (fwdPublished, error) {
+	var r fwdPublished
+	if len(b) != 17 || b[0]&^0x01 != 0 {
+		return r, fmt.Errorf("%d bytes, flags %#02x; want 17 bytes", len(b), b[0:min(1, len(b))])
+	}
+	off := binary.BigEndian.Uint64(b[1:])
+	switch {
+	case b[0]&0x01 != 0:
+		r.Offset = &off
+	case off != 0:
+		return r, fmt.Errorf("offset %d without its flag", off)
+	}
+	r.Generation = binary.BigEndian.Uint64(b[9:])
+	return r, nil
 }
 
 // fwdCache is the header of a fwd_cache call; its body is the client's
@@ -239,8 +317,8 @@ func (p *admitted) runForward() {
 // answer: the batch's base offset (nil when the shard keeps none), or the
 // refusal to answer the client with.
 func (s *Server) forwardPublishCall(ctx context.Context, token string, r *pubRequest, shard uint32, rt Route) (*uint64, *wire.Error) {
-	hdr, _ := json.Marshal(fwdPublish{Token: token, TenantID: r.tenant, Namespace: r.ns, Stream: r.stream, Shard: shard,
-		Acked: r.acked, Generation: rt.Generation})
+	hdr := fwdPublish{Token: token, TenantID: r.tenant, Namespace: r.ns, Stream: r.stream, Shard: shard,
+		Acked: r.acked, Generation: rt.Generation}.appendBinary(nil)
 	rep, e := s.forwardCall(ctx, rt, peer.Request{Type: TypeFwdPublish, Header: hdr, Body: appendPayloads(nil, r.payloads)}, true)
 	if e != nil {
 		return nil, e
@@ -249,12 +327,13 @@ func (s *Server) forwardPublishCall(ctx context.Context, token string, r *pubReq
 	if rep.Err != nil {
 		return nil, rep.Err
 	}
-	var ok fwdPublished
-	if len(rep.Header) > 0 {
-		if err := json.Unmarshal(rep.Header, &ok); err != nil {
-			s.fwd.failed(fwdFailUnanswered)
-			return nil, unanswered(rt, fmt.Errorf("the answer does not decode: %w", err))
-		}
+	ok, err := parseFwdPublished(rep.Header)
+	if err != nil {
+		s.fwd.failed(fwdFailUnanswered)
+		return nil, unanswered(rt, fmt.Errorf("the answer does not decode: %w", err))
+	}
+	if ok.Generation > rt.Generation {
+		s.viewSoon()
 	}
 	return ok.Offset, nil
 }
@@ -276,7 +355,9 @@ func (s *Server) forwardCall(ctx context.Context, rt Route, req peer.Request, ch
 	rep, err := ep.Call(ctx, peer.Target{NodeID: rt.NodeID, Addr: rt.PeerAddr}, req)
 	switch {
 	case err == nil:
-		s.noteOwnerGeneration(rt, rep)
+		if req.Type != TypeFwdPublish { // its reply header is binary: forwardPublishCall looks
+			s.noteOwnerGeneration(rt, rep)
+		}
 		if rep.Err != nil && (rep.Err.Code == wire.CodeNotLeader || rep.Err.Code == wire.CodeShardUnavailable) {
 			s.fwd.failed(fwdFailNotOwner)
 		}
@@ -415,8 +496,8 @@ func (s *Server) checkForwarded(ctx context.Context, token, tenant string, actio
 // would be (the shard's lane, admission, the scheduler) and answers once
 // it is published, with its base offset on a durable shard.
 func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) peer.Reply {
-	var h fwdPublish
-	if err := json.Unmarshal(req.Header, &h); err != nil {
+	h, err := parseFwdPublish(req.Header)
+	if err != nil {
 		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_publish header: %v", err))
 	}
 	payloads, err := parsePayloads(req.Body)
@@ -442,8 +523,7 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 		if r.err != nil {
 			return peer.ErrorReply(asWireError(r.err))
 		}
-		hdr, _ := json.Marshal(fwdPublished{Offset: r.offset, Generation: newerOwnGeneration(h.Generation, rt.Generation)})
-		return peer.Reply{Header: hdr}
+		return peer.Reply{Header: fwdPublished{Offset: r.offset, Generation: newerOwnGeneration(h.Generation, rt.Generation)}.appendBinary(nil)}
 	case <-ctx.Done():
 		// The entry gave up or the link ended: the publish finishes all
 		// the same; the entry answers outcome_unknown.

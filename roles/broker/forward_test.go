@@ -399,6 +399,49 @@ func TestCacheWithoutAViewIsNotReady(t *testing.T) {
 	}
 }
 
+func TestFwdPublishHeadersRoundTrip(t *testing.T) {
+	h := fwdPublish{Token: "tok", TenantID: "t1", Namespace: "prod", Stream: "log", Shard: 7, Acked: true, Generation: 1 << 40}
+	got, err := parseFwdPublish(h.appendBinary(nil))
+	if err != nil || got != h {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	off := uint64(99)
+	for _, r := range []fwdPublished{{}, {Offset: &off}, {Offset: &off, Generation: 3}} {
+		got, err := parseFwdPublished(r.appendBinary(nil))
+		if err != nil || got.Generation != r.Generation || (got.Offset == nil) != (r.Offset == nil) || (r.Offset != nil && *got.Offset != *r.Offset) {
+			t.Fatalf("%+v: %+v, %v", r, got, err)
+		}
+	}
+	b := h.appendBinary(nil)
+	for _, bad := range [][]byte{nil, b[:12], b[:len(b)-1], append(b, 0), append([]byte{0x02}, b[1:]...)} {
+		if _, err := parseFwdPublish(bad); err == nil {
+			t.Errorf("parseFwdPublish(%x) accepted", bad)
+		}
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 16), make([]byte, 18), append([]byte{0x04}, make([]byte, 16)...)} {
+		if _, err := parseFwdPublished(bad); err == nil {
+			t.Errorf("parseFwdPublished(%x) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseFwdPublish(f *testing.F) {
+	f.Add(fwdPublish{Token: "tok", TenantID: "t", Namespace: "n", Stream: "s", Shard: 1, Acked: true, Generation: 2}.appendBinary(nil))
+	f.Add(fwdPublished{Generation: 1}.appendBinary(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := parseFwdPublish(b); err == nil {
+			if again, err := parseFwdPublish(h.appendBinary(nil)); err != nil || again != h {
+				t.Fatalf("round trip %+v: %+v, %v", h, again, err)
+			}
+		}
+		if r, err := parseFwdPublished(b); err == nil {
+			if again := r.appendBinary(nil); string(again) != string(b) {
+				t.Fatalf("round trip %x -> %x", b, again)
+			}
+		}
+	})
+}
+
 func TestPayloadsRoundTrip(t *testing.T) {
 	in := [][]byte{[]byte("a"), {}, []byte("ccc")}
 	got, err := parsePayloads(appendPayloads(nil, in))

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +51,7 @@ func (h *echo) handle(ctx context.Context, from Peer, req Request) Reply {
 	return ErrorReply(wire.NewError(wire.CodeUnsupported, "unknown %s", req.Type))
 }
 
-func startCallNode(t *testing.T, ca *testCA, id string, h *echo, tweak func(*Config)) *node {
+func startCallNode(t testing.TB, ca *testCA, id string, h *echo, tweak func(*Config)) *node {
 	return startNode(t, id, ca.creds(t, id), func(c *Config) {
 		if h != nil {
 			c.Handle = h.handle
@@ -299,7 +301,7 @@ func TestACallCannotSkipTheHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame, _ := AppendRequest(nil, Request{Type: "echo"})
+	frame, _ := appendRequest(nil, 1, Request{Type: "echo"})
 	st.Write(frame)
 	<-qc.Context().Done()
 	if hb.calls.Load() != 0 {
@@ -309,68 +311,94 @@ func TestACallCannotSkipTheHandshake(t *testing.T) {
 }
 
 func TestCallFramesRoundTrip(t *testing.T) {
+	parse := func(b []byte) (callFrame, error) {
+		t.Helper()
+		f, err := wire.NewFrameReader(bytes.NewReader(b), 0).Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseCallFrame(f.Flags, f.Payload)
+	}
 	req := Request{Type: "fwd_publish", Header: json.RawMessage(`{"a":1}`), Body: []byte{0, 1, 2}}
-	b, err := AppendRequest(nil, req)
+	b, err := appendRequest(nil, 7, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := wire.NewFrameReader(bytes.NewReader(b), 0).Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ParseRequest(f.Flags, f.Payload)
-	if err != nil || got.Type != req.Type || string(got.Header) != `{"a":1}` || !bytes.Equal(got.Body, req.Body) {
+	got, err := parse(b)
+	if err != nil || got.kind != frameRequest || got.id != 7 || got.req.Type != req.Type || string(got.req.Header) != `{"a":1}` || !bytes.Equal(got.req.Body, req.Body) {
 		t.Fatalf("%+v, %v", got, err)
 	}
-	if _, err := ParseReply(f.Flags, f.Payload); err == nil {
-		t.Fatal("a request parsed as a reply")
-	}
-	rb, err := AppendReply(nil, Reply{Err: wire.NewError(wire.CodeNotLeader, "elsewhere").WithDetail("node_id", "b")})
+	rb, err := appendReply(nil, 1<<40, Reply{Err: wire.NewError(wire.CodeNotLeader, "elsewhere").WithDetail("node_id", "b")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ = wire.NewFrameReader(bytes.NewReader(rb), 0).Next()
-	rep, err := ParseReply(f.Flags, f.Payload)
-	if err != nil || rep.Err == nil || rep.Err.Code != wire.CodeNotLeader || rep.Err.Retry != wire.RetryRedirect || rep.Err.Detail["node_id"] != "b" {
+	rep, err := parse(rb)
+	if err != nil || rep.kind != frameReply || rep.id != 1<<40 || rep.rep.Err == nil || rep.rep.Err.Code != wire.CodeNotLeader ||
+		rep.rep.Err.Retry != wire.RetryRedirect || rep.rep.Err.Detail["node_id"] != "b" {
 		t.Fatalf("%+v, %v", rep, err)
 	}
-	if _, err := ParseRequest(f.Flags, f.Payload); err == nil {
-		t.Fatal("a reply parsed as a request")
+	c, err := parse(appendCancel(nil, 9))
+	if err != nil || c.kind != frameCancel || c.id != 9 {
+		t.Fatalf("%+v, %v", c, err)
 	}
-	for _, bad := range [][]byte{nil, {0, 0, 0}, {0, 0, 0, 9, '{'}, {0, 0, 0, 2, '{', '}'}, {0, 0, 0, 4, 'n', 'u', 'l', 'l'}} {
-		if _, err := ParseRequest(FlagCall, bad); err == nil {
-			t.Errorf("ParseRequest(%q) accepted", bad)
+	// A request with a reply's header, a reply with a request's, and
+	// headers that do not decode keep their kind and id (so a request
+	// can be refused by id) but are refused.
+	bad := func(kind byte, rest []byte) []byte {
+		return append(append([]byte{kind}, 0, 0, 0, 0, 0, 0, 0, 5), rest...)
+	}
+	for _, p := range [][]byte{
+		bad(frameRequest, nil), bad(frameRequest, []byte{0, 0}), bad(frameRequest, []byte{0, 1, 'x', 0, 0, 0, 9}),
+		bad(frameRequest, append([]byte{0, 10}, TypeReply...)), bad(frameReply, []byte{0, 0, 0, 0}),
+		bad(frameReply, []byte{0, 0, 0, 0, 0, 0, 0, 1, '{'}),
+	} {
+		if f, err := parseCallFrame(FlagCall, p); err == nil || f.id != 5 || f.kind != p[0] {
+			t.Errorf("parseCallFrame(%q) = %+v, %v", p, f, err)
 		}
 	}
-	if _, err := ParseRequest(0, b[wire.HeaderLen:]); err == nil {
+	for _, p := range [][]byte{nil, {1, 0, 0}, bad(9, nil), bad(frameCancel, []byte{1})} {
+		if _, err := parseCallFrame(FlagCall, p); err == nil {
+			t.Errorf("parseCallFrame(%q) accepted", p)
+		}
+	}
+	if _, err := parseCallFrame(0, b[wire.HeaderLen:]); err == nil {
 		t.Error("a frame without FlagCall accepted")
 	}
-	if _, err := AppendRequest(nil, Request{Type: TypeReply}); err == nil {
+	if _, err := appendRequest(nil, 1, Request{Type: TypeReply}); err == nil {
 		t.Error("a request typed as a reply encoded")
 	}
 }
 
 func FuzzParseCall(f *testing.F) {
-	b, _ := AppendRequest(nil, Request{Type: "fwd_publish", Header: json.RawMessage(`{"a":1}`), Body: []byte("xy")})
+	b, _ := appendRequest(nil, 3, Request{Type: "fwd_publish", Header: json.RawMessage(`{"a":1}`), Body: []byte("xy")})
 	f.Add(FlagCall, b[wire.HeaderLen:])
-	b, _ = AppendReply(nil, Reply{Err: wire.NewError(wire.CodeInternal, "x").WithDetail("k", 1)})
+	b, _ = appendReply(nil, 4, Reply{Err: wire.NewError(wire.CodeInternal, "x").WithDetail("k", 1)})
 	f.Add(FlagCall, b[wire.HeaderLen:])
+	f.Add(FlagCall, appendCancel(nil, 5)[wire.HeaderLen:])
 	f.Add(uint16(0), []byte(`{"type":"x"}`))
 	f.Fuzz(func(t *testing.T, flags uint16, payload []byte) {
-		if req, err := ParseRequest(flags, payload); err == nil {
-			b, err := AppendRequest(nil, req)
-			if err != nil {
-				t.Fatalf("a parsed request does not encode: %v", err)
-			}
-			again, err := ParseRequest(FlagCall, b[wire.HeaderLen:])
-			if err != nil || again.Type != req.Type || !bytes.Equal(again.Body, req.Body) {
-				t.Fatalf("round trip: %+v, %v", again, err)
-			}
+		cf, err := parseCallFrame(flags, payload)
+		if err != nil {
+			return
 		}
-		if rep, err := ParseReply(flags, payload); err == nil {
-			if _, err := AppendReply(nil, rep); err != nil {
-				t.Fatalf("a parsed reply does not encode: %v", err)
-			}
+		var b []byte
+		switch cf.kind {
+		case frameRequest:
+			b, err = appendRequest(nil, cf.id, cf.req)
+		case frameReply:
+			b, err = appendReply(nil, cf.id, cf.rep)
+		case frameCancel:
+			b = appendCancel(nil, cf.id)
+		default:
+			t.Fatalf("kind %d parsed", cf.kind)
+		}
+		if err != nil {
+			t.Fatalf("a parsed frame does not encode: %v", err)
+		}
+		again, err := parseCallFrame(FlagCall, b[wire.HeaderLen:])
+		if err != nil || again.kind != cf.kind || again.id != cf.id || again.req.Type != cf.req.Type ||
+			!bytes.Equal(again.req.Body, cf.req.Body) || !bytes.Equal(again.rep.Body, cf.rep.Body) {
+			t.Fatalf("round trip: %+v, %v", again, err)
 		}
 	})
 }
@@ -419,7 +447,40 @@ func TestCallStreamsGiveTheirCreditBack(t *testing.T) {
 	wg.Wait()
 }
 
-func TestACallStreamCarriesOneFrame(t *testing.T) {
+// TestCallsShareAFewStreams makes many calls at once and one after the
+// other: they travel on at most maxCallStreams streams of the link.
+func TestCallsShareAFewStreams(t *testing.T) {
+	ca := newTestCA(t)
+	a := startCallNode(t, ca, "broker-a", nil, nil)
+	b := startCallNode(t, ca, "broker-b", newEcho(), nil)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := a.Call(testCtx(t), target(b), Request{Type: "echo", Body: []byte{byte(i)}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	a.mu.Lock()
+	l := a.dialed["broker-b"].link
+	a.mu.Unlock()
+	l.cmu.Lock()
+	n := len(l.out)
+	l.cmu.Unlock()
+	if n < 1 || n > maxCallStreams {
+		t.Fatalf("%d call streams", n)
+	}
+}
+
+// TestABadRequestIsRefusedByItsID sends, on a call stream of a
+// handshaken link, a request that does not decode and then a good
+// one: the first is refused invalid_request, the second answered, on the
+// same stream.
+func TestABadRequestIsRefusedByItsID(t *testing.T) {
 	ca := newTestCA(t)
 	a := startCallNode(t, ca, "broker-a", nil, nil)
 	hb := newEcho()
@@ -432,18 +493,146 @@ func TestACallStreamCarriesOneFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame, _ := AppendRequest(nil, Request{Type: "echo"})
-	st.Write(append(frame, frame...))
-	st.Close()
-	f, err := wire.NewFrameReader(st, 0).Next()
+	bad := wire.FrameHeader{Flags: FlagCall, Length: callPrefix + 3}.Append(nil)
+	bad = append(bad, frameRequest, 0, 0, 0, 0, 0, 0, 0, 1, 0, 9, 'x') // a type longer than the frame
+	good, _ := appendRequest(nil, 2, Request{Type: "echo"})
+	st.Write(append(bad, good...))
+	fr := wire.NewFrameReader(st, 0)
+	for _, want := range []struct {
+		id  uint64
+		bad bool
+	}{{1, true}, {2, false}} {
+		f, err := fr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := parseCallFrame(f.Flags, f.Payload)
+		if err != nil || cf.kind != frameReply || cf.id != want.id || (cf.rep.Err != nil) != want.bad ||
+			(want.bad && cf.rep.Err.Code != wire.CodeInvalidRequest) {
+			t.Fatalf("reply %+v, %v; want id %d refused %v", cf, err, want.id, want.bad)
+		}
+	}
+	if hb.calls.Load() != 1 {
+		t.Fatalf("the handler ran %d times, want 1", hb.calls.Load())
+	}
+}
+
+// TestABrokenStreamEndsItsCallsUnanswered breaks the call stream a call
+// waits on: the call ends unanswered, and the next call opens another
+// stream and is answered.
+func TestABrokenStreamEndsItsCallsUnanswered(t *testing.T) {
+	ca := newTestCA(t)
+	a := startCallNode(t, ca, "broker-a", nil, nil)
+	hb := newEcho()
+	b := startCallNode(t, ca, "broker-b", hb, nil)
+	mustEcho(t, a, b, "warm")
+	errC := make(chan error, 1)
+	go func() {
+		_, err := a.Call(testCtx(t), target(b), Request{Type: "block"})
+		errC <- err
+	}()
+	<-hb.started
+	a.mu.Lock()
+	l := a.dialed["broker-b"].link
+	a.mu.Unlock()
+	l.cmu.Lock()
+	streams := slices.Clone(l.out)
+	l.cmu.Unlock()
+	for _, cs := range streams {
+		cs.breakWith(errors.New("broken by the test"))
+	}
+	if err := <-errC; !errors.Is(err, ErrUnanswered) {
+		t.Fatalf("Call = %v, want ErrUnanswered", err)
+	}
+	mustEcho(t, a, b, "again")
+	close(hb.release)
+}
+
+// BenchmarkCallRoundTrip measures one call at a time with a small header
+// and a 256-byte body (call), against the floor quic-go sets on the same
+// TLS settings: an echo of as many bytes on one long-lived stream
+// (quic/stream), and on a new stream per exchange (quic/stream-per-call),
+// the design calls had before they shared streams.
+func BenchmarkCallRoundTrip(b *testing.B) {
+	ca := newTestCA(b)
+	na := startCallNode(b, ca, "broker-a", nil, nil)
+	nb := startCallNode(b, ca, "broker-b", newEcho(), nil)
+	ctx := testCtx(b)
+	hdr := json.RawMessage(`{"token":"t","stream":"s","shard":1}`)
+	req := Request{Type: "echo", Header: hdr, Body: make([]byte, 256)}
+	if _, err := na.Call(ctx, target(nb), req); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("call", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := na.Call(ctx, target(nb), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+	ln, err := quic.ListenAddr("127.0.0.1:0", nb.serverTLS(), nb.quicConfig())
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	rep, err := ParseReply(f.Flags, f.Payload)
-	if err != nil || rep.Err == nil || rep.Err.Code != wire.CodeInvalidRequest {
-		t.Fatalf("%+v, %v", rep, err)
+	defer ln.Close()
+	go func() {
+		qc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		for {
+			st, err := qc.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 300)
+				for {
+					if _, err := io.ReadFull(st, buf); err != nil {
+						st.Close()
+						return
+					}
+					if _, err := st.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	var refusal lockedErr
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), na.clientTLS("broker-b", &refusal), na.quicConfig())
+	if err != nil {
+		b.Fatal(err)
 	}
-	if hb.calls.Load() != 0 {
-		t.Fatal("the handler ran")
+	defer qc.CloseWithError(0, "")
+	buf := make([]byte, 300)
+	exchange := func(st *quic.Stream) {
+		if _, err := st.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(st, buf); err != nil {
+			b.Fatal(err)
+		}
 	}
+	b.Run("quic/stream", func(b *testing.B) {
+		st, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		for b.Loop() {
+			exchange(st)
+		}
+	})
+	b.Run("quic/stream-per-call", func(b *testing.B) {
+		for b.Loop() {
+			st, err := qc.OpenStreamSync(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			exchange(st)
+			st.Close()
+		}
+	})
 }

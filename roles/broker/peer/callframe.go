@@ -5,25 +5,42 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/felixmq/felix/wire"
 )
 
-// Calls: the general request/answer channel of a link (call.go). Each
-// call is one bidirectional QUIC stream, opened by the caller, carrying
-// one call frame each way: the request, then the reply. A call frame is
-// a wire frame with flags FlagCall whose payload is
+// Calls: the general request/answer channel of a link (call.go). Calls
+// travel on call streams: long-lived bidirectional QUIC streams the
+// caller opens (a few per link) and the answering end reads until they
+// end. Many calls share a stream, each named by an id the caller chose;
+// replies come back on the stream the request went on, in the order the
+// handlers finish. A call frame is a wire frame with flags FlagCall whose
+// payload is (integers big-endian)
 //
-//	u32 big-endian n | n bytes of JSON header | body (the rest, may be empty)
+//	request: u8 1 | u64 id | u16 t | t bytes of type | u32 h | h bytes of header | body
+//	reply:   u8 2 | u64 id | u32 h | h bytes of header | u32 e | e bytes of error | body
+//	cancel:  u8 3 | u64 id
 //
-// The request's header is {"type": T, "header": {...}}; the reply's is
-// {"type": "peer_reply", "header": {...}, "error": {...}} with "error"
-// present only when the handler refused (wire error fields: code, retry,
-// message, detail).
+// The header is the handler's JSON object (h = 0 for none); the body the
+// rest of the frame, binary, may be empty. A reply's error (e = 0 when the
+// handler did not refuse) is a JSON object with the wire error fields:
+// code, retry, message, detail. A cancel says the caller gave up on call
+// id.
 
 // FlagCall marks a call frame. It is the only flag a call stream's frames
 // carry, and the handshake stream's frames never carry it.
 const FlagCall uint16 = 0x0001
+
+// Kinds of call frame.
+const (
+	frameRequest byte = 1
+	frameReply   byte = 2
+	frameCancel  byte = 3
+)
+
+// callPrefix is a call frame's kind and id.
+const callPrefix = 1 + 8
 
 // TypeReply is the type of every reply's header.
 const TypeReply = "peer_reply"
@@ -47,13 +64,6 @@ type Reply struct {
 // ErrorReply is a Reply refusing with e.
 func ErrorReply(e *wire.Error) Reply { return Reply{Err: e} }
 
-// callHeader is the JSON header of a call frame, both ways.
-type callHeader struct {
-	Type   string          `json:"type"`
-	Header json.RawMessage `json:"header,omitempty"`
-	Error  *callError      `json:"error,omitempty"`
-}
-
 // callError is a refusal on the wire.
 type callError struct {
 	Code    wire.Code       `json:"code"`
@@ -65,100 +75,155 @@ type callError struct {
 // errBadCall is a call frame that does not decode.
 var errBadCall = errors.New("peer: bad call frame")
 
-// AppendRequest appends r as one call frame.
-func AppendRequest(dst []byte, r Request) ([]byte, error) {
-	if r.Type == "" || r.Type == TypeReply {
-		return nil, fmt.Errorf("peer: a request needs a type other than %q", TypeReply)
+// appendRequest appends r as call id's request frame.
+func appendRequest(dst []byte, id uint64, r Request) ([]byte, error) {
+	if r.Type == "" || r.Type == TypeReply || len(r.Type) > 1<<16-1 {
+		return nil, fmt.Errorf("peer: a request needs a type other than %q, at most 65535 bytes", TypeReply)
 	}
-	return appendCall(dst, callHeader{Type: r.Type, Header: r.Header}, r.Body)
+	n := callPrefix + 2 + len(r.Type) + 4 + len(r.Header) + len(r.Body)
+	if uint64(n) > 1<<32-1 {
+		return nil, fmt.Errorf("peer: call frame of %d bytes", n)
+	}
+	dst = slices.Grow(dst, wire.HeaderLen+n)
+	dst = wire.FrameHeader{Flags: FlagCall, Length: uint32(n)}.Append(dst)
+	dst = append(dst, frameRequest)
+	dst = binary.BigEndian.AppendUint64(dst, id)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Type)))
+	dst = append(dst, r.Type...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Header)))
+	dst = append(dst, r.Header...)
+	return append(dst, r.Body...), nil
 }
 
-// AppendReply appends r as one call frame.
-func AppendReply(dst []byte, r Reply) ([]byte, error) {
-	h := callHeader{Type: TypeReply, Header: r.Header}
+// appendCancel appends the frame by which a caller gives up on call id.
+func appendCancel(dst []byte, id uint64) []byte {
+	dst = wire.FrameHeader{Flags: FlagCall, Length: callPrefix}.Append(dst)
+	dst = append(dst, frameCancel)
+	return binary.BigEndian.AppendUint64(dst, id)
+}
+
+// appendReply appends r as call id's reply frame.
+func appendReply(dst []byte, id uint64, r Reply) ([]byte, error) {
+	var eb []byte
 	if e := r.Err; e != nil {
-		h.Error = &callError{Code: e.Code, Retry: e.Retry, Message: e.Message}
+		ce := callError{Code: e.Code, Retry: e.Retry, Message: e.Message}
 		if len(e.Detail) > 0 {
 			d, err := json.Marshal(e.Detail)
 			if err != nil {
 				return nil, fmt.Errorf("peer: reply error detail: %w", err)
 			}
-			h.Error.Detail = d
+			ce.Detail = d
+		}
+		var err error
+		if eb, err = json.Marshal(ce); err != nil {
+			return nil, err
 		}
 	}
-	return appendCall(dst, h, r.Body)
-}
-
-func appendCall(dst []byte, h callHeader, body []byte) ([]byte, error) {
-	if len(h.Header) == 0 {
-		h.Header = nil
-	} else if !json.Valid(h.Header) {
-		return nil, fmt.Errorf("peer: %s header is not JSON", h.Type)
-	}
-	hb, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	n := 4 + len(hb) + len(body)
+	n := callPrefix + 4 + len(r.Header) + 4 + len(eb) + len(r.Body)
 	if uint64(n) > 1<<32-1 {
 		return nil, fmt.Errorf("peer: call frame of %d bytes", n)
 	}
+	dst = slices.Grow(dst, wire.HeaderLen+n)
 	dst = wire.FrameHeader{Flags: FlagCall, Length: uint32(n)}.Append(dst)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(hb)))
-	dst = append(dst, hb...)
-	return append(dst, body...), nil
+	dst = append(dst, frameReply)
+	dst = binary.BigEndian.AppendUint64(dst, id)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Header)))
+	dst = append(dst, r.Header...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(eb)))
+	dst = append(dst, eb...)
+	return append(dst, r.Body...), nil
 }
 
-// parseCall decodes a call frame's flags and payload. The body aliases
-// payload.
-func parseCall(flags uint16, payload []byte) (callHeader, []byte, error) {
-	var h callHeader
+// callFrame is a decoded call frame: a request, a reply or a cancel.
+type callFrame struct {
+	kind byte
+	id   uint64
+	req  Request // frameRequest
+	rep  Reply   // frameReply
+}
+
+// parseCallFrame decodes a call frame's flags and payload. Bodies alias
+// payload. A frame whose kind and id decode but whose rest does not is
+// returned with its kind and id and an error, so a bad request can be
+// refused by id.
+func parseCallFrame(flags uint16, payload []byte) (callFrame, error) {
+	var f callFrame
 	if flags != FlagCall {
-		return h, nil, fmt.Errorf("%w: flags %#04x, want %#04x", errBadCall, flags, FlagCall)
+		return f, fmt.Errorf("%w: flags %#04x, want %#04x", errBadCall, flags, FlagCall)
 	}
-	if len(payload) < 4 {
-		return h, nil, fmt.Errorf("%w: %d bytes", errBadCall, len(payload))
+	if len(payload) < callPrefix {
+		return f, fmt.Errorf("%w: %d bytes", errBadCall, len(payload))
 	}
-	n := binary.BigEndian.Uint32(payload)
-	if uint64(n) > uint64(len(payload)-4) {
-		return h, nil, fmt.Errorf("%w: header of %d bytes in a payload of %d", errBadCall, n, len(payload))
+	f.kind, f.id = payload[0], binary.BigEndian.Uint64(payload[1:])
+	rest := payload[callPrefix:]
+	switch f.kind {
+	case frameCancel:
+		if len(rest) != 0 {
+			return f, fmt.Errorf("%w: %d bytes after a cancel", errBadCall, len(rest))
+		}
+		return f, nil
+	case frameRequest, frameReply:
+	default:
+		kind := f.kind
+		f.kind = 0
+		return f, fmt.Errorf("%w: kind %d", errBadCall, kind)
 	}
-	if err := json.Unmarshal(payload[4:4+n], &h); err != nil {
-		return h, nil, fmt.Errorf("%w: header: %w", errBadCall, err)
+	if f.kind == frameRequest {
+		typ, rest, err := cut(rest, 2)
+		if err == nil && (len(typ) == 0 || string(typ) == TypeReply) {
+			err = fmt.Errorf("%w: a request of type %q", errBadCall, typ)
+		}
+		if err != nil {
+			return f, err
+		}
+		hdr, body, err := cut(rest, 4)
+		if err != nil {
+			return f, err
+		}
+		f.req = Request{Type: string(typ), Header: nilIfEmpty(hdr), Body: body}
+		return f, nil
 	}
-	if h.Type == "" {
-		return h, nil, fmt.Errorf("%w: no type", errBadCall)
+	hdr, rest, err := cut(rest, 4)
+	if err != nil {
+		return f, err
 	}
-	if len(h.Header) > 0 && string(h.Header) == "null" {
-		h.Header = nil
+	eb, body, err := cut(rest, 4)
+	if err != nil {
+		return f, err
 	}
-	return h, payload[4+n:], nil
+	f.rep = Reply{Header: nilIfEmpty(hdr), Body: body}
+	if len(eb) > 0 {
+		var ce callError
+		if err := json.Unmarshal(eb, &ce); err != nil {
+			return f, fmt.Errorf("%w: a reply's error: %w", errBadCall, err)
+		}
+		f.rep.Err = wire.ErrorFromFields(ce.Code, ce.Retry, ce.Message, ce.Detail)
+	}
+	return f, nil
 }
 
-// ParseRequest decodes a request call frame.
-func ParseRequest(flags uint16, payload []byte) (Request, error) {
-	h, body, err := parseCall(flags, payload)
-	switch {
-	case err != nil:
-		return Request{}, err
-	case h.Type == TypeReply || h.Error != nil:
-		return Request{}, fmt.Errorf("%w: a reply where a request belongs", errBadCall)
+// cut splits b after a length of width bytes (2 or 4, big-endian) and the
+// bytes it counts.
+func cut(b []byte, width int) (field, rest []byte, err error) {
+	if len(b) < width {
+		return nil, nil, fmt.Errorf("%w: %d bytes where a length of %d belongs", errBadCall, len(b), width)
 	}
-	return Request{Type: h.Type, Header: h.Header, Body: body}, nil
+	var n uint64
+	if width == 2 {
+		n = uint64(binary.BigEndian.Uint16(b))
+	} else {
+		n = uint64(binary.BigEndian.Uint32(b))
+	}
+	b = b[width:]
+	if n > uint64(len(b)) {
+		return nil, nil, fmt.Errorf("%w: a field of %d bytes, %d left", errBadCall, n, len(b))
+	}
+	return b[:n:n], b[n:], nil
 }
 
-// ParseReply decodes a reply call frame.
-func ParseReply(flags uint16, payload []byte) (Reply, error) {
-	h, body, err := parseCall(flags, payload)
-	switch {
-	case err != nil:
-		return Reply{}, err
-	case h.Type != TypeReply:
-		return Reply{}, fmt.Errorf("%w: %s where a reply belongs", errBadCall, h.Type)
+func nilIfEmpty(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
 	}
-	r := Reply{Header: h.Header, Body: body}
-	if e := h.Error; e != nil {
-		r.Err = wire.ErrorFromFields(e.Code, e.Retry, e.Message, e.Detail)
-	}
-	return r, nil
+	return b
 }

@@ -51,8 +51,9 @@ type Config struct {
 	// ended or the caller gave up). Nil answers every call unsupported.
 	Handle func(ctx context.Context, from Peer, req Request) Reply
 	// MaxCallsInFlight bounds the calls this end has in flight on one
-	// link (default 1024); past it Call fails with ErrBusy. It is also
-	// the number of call streams the other end may open at once.
+	// link (default 1024); past it Call fails with ErrBusy. It also bounds
+	// the other end's calls this end handles at once on one link; past it
+	// a request is refused overloaded.
 	MaxCallsInFlight int
 	// MaxCallBytes refuses call frames (requests and replies) longer than
 	// this (default 17 MiB: a client's largest frame and room for the

@@ -22,10 +22,12 @@
 //     Pong) behind the wire frame header with flags 0, on the link's one
 //     bidirectional stream, opened by the dialer. Frames are at most
 //     Config.MaxFrameBytes. A message of an unknown type is ignored.
-//     Calls (call.go, callframe.go) each open a bidirectional stream of
-//     their own, either end of a handshaken link, and carry one call
-//     frame (flags FlagCall: a JSON header and a binary body) each way;
-//     Config.Handle answers them with the caller's handshaken identity.
+//     Calls (call.go, callstream.go, callframe.go) travel on a few
+//     long-lived call streams each end of a handshaken link opens: call
+//     frames (flags FlagCall: a request, its reply or a cancel, named by
+//     the caller's call id) on shared streams, replies in the order
+//     handlers finish. Config.Handle answers them with the caller's
+//     handshaken identity.
 //  4. Handshake (handshake.go). peer_hello then peer_welcome within
 //     HandshakeTimeout; a version, node id or storage identity that does
 //     not match is refused with ErrVersionMismatch, ErrWrongNode or

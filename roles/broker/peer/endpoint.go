@@ -65,8 +65,9 @@ func (e *Endpoint) quicConfig() *quic.Config {
 		HandshakeIdleTimeout: e.cfg.HandshakeTimeout,
 		KeepAlivePeriod:      e.cfg.KeepAlive,
 		MaxIdleTimeout:       e.cfg.MaxIdleTimeout,
-		// The handshake stream, and one per call in flight (call.go).
-		MaxIncomingStreams:    int64(e.cfg.MaxCallsInFlight) + 1,
+		// The handshake stream and the other end's call streams
+		// (callstream.go), with room for those that replace broken ones.
+		MaxIncomingStreams:    1 + 4*maxCallStreams,
 		MaxIncomingUniStreams: -1,
 	}
 }

@@ -20,7 +20,7 @@ type testCA struct {
 	pool            *x509.CertPool
 }
 
-func newTestCA(t *testing.T) *testCA {
+func newTestCA(t testing.TB) *testCA {
 	t.Helper()
 	certPath, keyPath, _, err := tlsconf.EnsureDevCA(t.TempDir())
 	if err != nil {
@@ -36,7 +36,7 @@ func newTestCA(t *testing.T) *testCA {
 }
 
 // creds are node credentials for id, signed by ca and trusting ca.
-func (ca *testCA) creds(t *testing.T, id string) tlsconf.NodeCredentials {
+func (ca *testCA) creds(t testing.TB, id string) tlsconf.NodeCredentials {
 	t.Helper()
 	c, err := tlsconf.IssueNodeCert(ca.certPEM, ca.keyPEM, id, time.Hour)
 	if err != nil {
@@ -86,7 +86,7 @@ type node struct {
 
 // startNode listens on a free loopback port; the endpoint is closed at
 // cleanup.
-func startNode(t *testing.T, id string, creds tlsconf.NodeCredentials, tweak func(*Config)) *node {
+func startNode(t testing.TB, id string, creds tlsconf.NodeCredentials, tweak func(*Config)) *node {
 	t.Helper()
 	lb := &logBuf{}
 	cfg := Config{
@@ -105,7 +105,7 @@ func startNode(t *testing.T, id string, creds tlsconf.NodeCredentials, tweak fun
 	return &node{Endpoint: e, log: lb}
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quic-go/quic-go"
 
@@ -44,6 +45,21 @@ type Link struct {
 	// calls holds a token per call this end has in flight, at most
 	// cfg.MaxCallsInFlight.
 	calls chan struct{}
+	// handling counts the other end's calls being handled here, at most
+	// cfg.MaxCallsInFlight.
+	handling atomic.Int64
+
+	// cmu guards the call streams (callstream.go).
+	cmu sync.Mutex
+	// out are the call streams this end opened, at most maxCallStreams
+	// with opening more being opened.
+	out     []*callStream // guarded by cmu
+	opening int           // guarded by cmu
+	// closing is set once run waits for wg: no goroutine is added then.
+	closing bool // guarded by cmu
+	// wg counts the call streams' goroutines: readers of either end and
+	// the cancels callers send.
+	wg sync.WaitGroup
 
 	mu sync.Mutex
 	// pending maps the seq of each ping awaiting its pong to the channel
@@ -166,7 +182,7 @@ func (l *Link) send(m wire.Message) error {
 // the connection, waits for them and leaves the endpoint.
 func (l *Link) run() {
 	defer close(l.done)
-	var wg, calls sync.WaitGroup
+	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -174,13 +190,16 @@ func (l *Link) run() {
 	}()
 	go func() {
 		defer wg.Done()
-		l.acceptCalls(&calls)
+		l.acceptCalls()
 	}()
-	defer calls.Wait()
 	err := l.readLoop()
 	l.cancel(remoteError(err))
 	l.qc.CloseWithError(CloseNormal, "closed")
 	wg.Wait()
+	l.cmu.Lock()
+	l.closing = true
+	l.cmu.Unlock()
+	l.wg.Wait()
 	l.ep.forget(l)
 	if cause := context.Cause(l.ctx); !errors.Is(cause, ErrClosed) {
 		l.ep.log.Info("peer link ended", "node_id", l.peer.NodeID, "addr", l.peer.Addr, "err", cause)

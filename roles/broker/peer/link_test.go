@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -139,7 +140,8 @@ func TestVersionMismatchIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("Dial = %v, want ErrVersionMismatch", err)
 	}
-	b.log.mustContain(t, "refused a peer connection: bad handshake", "speaks peer protocol version 2, this node 1")
+	b.log.mustContain(t, "refused a peer connection: bad handshake",
+		fmt.Sprintf("speaks peer protocol version %d, this node %d", ProtocolVersion+1, ProtocolVersion))
 }
 
 func TestStorageMismatchIsRefused(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // ProtocolVersion is the version of the peer protocol this release
 // speaks. Both ends of a link must speak the same one.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Peer message types: internal to brokers, never seen by a client, so
 // they live here and not in wire. Each is one JSON object framed by the
