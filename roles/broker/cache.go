@@ -41,7 +41,7 @@ func (cs *controlStream) handleCacheGet(m *wire.CacheGet) {
 	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
 		return
 	}
-	msg, e := getIn(c, m)
+	msg, e := getIn(c, m, cs.versions())
 	cs.answerCache(msg, e, m.RequestID)
 }
 
@@ -67,19 +67,16 @@ func (cs *controlStream) answerCache(m wire.Message, e *wire.Error, reqID uint64
 // broker serves: for its own clients, and for those another broker
 // forwards (forward.go).
 func putIn(c *core.Cache, m *wire.CachePut) (wire.Message, *wire.Error) {
-	var ttl time.Duration
-	if m.TTLMs != nil {
-		ttl = time.Duration(min(*m.TTLMs, uint64(1<<63-1)/uint64(time.Millisecond))) * time.Millisecond
-	}
-	if err := c.Put(m.Key, m.Value, ttl, time.Now()); err != nil {
+	if err := c.Put(m.Key, m.Value, ttlOf(m.TTLMs), time.Now()); err != nil {
 		return nil, asWireError(err)
 	}
 	return &wire.CacheOK{RequestID: m.RequestID}, nil
 }
 
-func getIn(c *core.Cache, m *wire.CacheGet) (wire.Message, *wire.Error) {
-	v, found := c.Get(m.Key, time.Now())
-	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
+// getIn answers a get; versions: the client offered
+// FEATURE_CACHE_CONDITIONAL, so the answer carries the value's version.
+func getIn(c *core.Cache, m *wire.CacheGet, versions bool) (wire.Message, *wire.Error) {
+	return versionedValue(c, m.Key, m.RequestID, versions), nil
 }
 
 func deleteIn(c *core.Cache, m *wire.CacheDelete) (wire.Message, *wire.Error) {
