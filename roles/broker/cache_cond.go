@@ -16,30 +16,21 @@ import (
 // outcome_unknown and never sent again (forwardCall with changes).
 
 func (cs *controlStream) handleCachePutIf(m *wire.CachePutIf) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
-		return
-	}
-	msg, e := putIfIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	cs.serveKeyed(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return putIfIn(c, m)
+	})
 }
 
 func (cs *controlStream) handleCacheDeleteIf(m *wire.CacheDeleteIf) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
-		return
-	}
-	msg, e := deleteIfIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	cs.serveKeyed(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return deleteIfIn(c, m)
+	})
 }
 
 func (cs *controlStream) handleCacheGetVersioned(m *wire.CacheGetVersioned) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
-		return
-	}
-	msg, e := getVersionedIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	cs.serveKeyed(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return getVersionedIn(c, m)
+	})
 }
 
 // versions reports whether the client offered FEATURE_CACHE_CONDITIONAL,
