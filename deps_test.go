@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"raftmeta":             {"wire", "internal/metricdoc"},
 	"raftmeta/fsm":         {},                       // the state machine contract: a leaf
 	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
-	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc"},
+	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
 	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"internal/metricdoc":   {},      // HELP text for every metric family: a leaf
 	"internal/authtest":    {},      // the expiry cases every side is tested with (tests only)
 	"internal/buildinfo":   {},      // what the binary was built from: a leaf
+	"internal/gogroup":     {},      // goroutines an owner waits for at shutdown: a leaf
 	"roles/broker/sched":   {"core"},
 	"roles/broker/tlsconf": {"internal/atomicfile"},
 

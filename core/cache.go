@@ -176,18 +176,22 @@ func (c *Cache) fullError() error {
 
 // Get returns the value under key; an expired entry is absent (and
 // removed). The returned slice is shared with the cache: do not modify it.
+// On a log-backed cache it answers once every write appended before it
+// is durable, so it never returns a write a crash could take back; a log
+// that failed meanwhile makes the key read as absent (writes report the
+// failure).
 func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.m[key]
-	if !ok {
-		return nil, false
-	}
-	if e.expired(now.UnixNano()) {
-		// A durable cache that cannot write the expiry keeps the entry
-		// for a later sweep; it is absent either way.
+	if ok && e.expired(now.UnixNano()) {
+		// A log-backed cache that cannot write the expiry keeps the
+		// entry for a later sweep; it is absent either way.
 		c.removeLocked(s, key, e, wire.CacheOpExpire)
+		ok = false
+	}
+	s.mu.Unlock()
+	if c.waitReadable() != nil || !ok {
 		return nil, false
 	}
 	return e.value, true

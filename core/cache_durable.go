@@ -69,7 +69,7 @@ func (b *Broker) openCacheStore(k CacheKey, incarnation string) (*CacheStore, ui
 	}
 	st, err := OpenCacheStore(CacheStoreOptions{Dir: dir, SegmentBytes: c.SegmentBytes, Fsync: c.Fsync,
 		FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
-		Logger: c.logger(), metrics: b.cfg.metrics, ownerSweeps: true})
+		FS: c.FS, Logger: c.logger(), metrics: b.cfg.metrics, ownerSweeps: true})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/felixmq/felix/internal/faultfs"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -203,5 +205,60 @@ func TestDurableCacheDeleteRemovesFilesForgetKeepsThem(t *testing.T) {
 	c, _ = b.Cache(k)
 	if n, _ := c.Len(); n != 0 || c.log.next <= oldNext {
 		t.Fatalf("new incarnation: %d entries, next %d (the old one reached %d)", n, c.log.next, oldNext)
+	}
+}
+
+// TestLogBackedPutIfAbsentWaitsForAStagedWriteToTheKey is the log-backed
+// half of put_if_absent_waits_for_a_staged_write_to_the_key: a put whose
+// record is written but not yet fsynced (under always) is staged; a
+// put_if absent on the key does not answer until it is durable, and then
+// is refused with its version. A get waits the same way.
+func TestLogBackedPutIfAbsentWaitsForAStagedWriteToTheKey(t *testing.T) {
+	synctest.Test(t, testLogBackedPutIfAbsentWaits)
+}
+
+func testLogBackedPutIfAbsentWaits(t *testing.T) {
+	hang := faultfs.NewHang()
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncAlways, FS: hang, CacheCompactInterval: -1}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	hang.Start()
+	putDone := make(chan error, 1)
+	go func() { putDone <- c.Put("k", []byte("staged"), 0, testNow) }()
+	<-hang.Blocked() // the put's record is written; its fsync hangs
+	type condAnswer struct {
+		r   CondResult
+		err error
+	}
+	condDone := make(chan condAnswer, 1)
+	go func() {
+		r, err := c.PutIf("k", []byte("cond"), 0, CondAbsent(), testNow)
+		condDone <- condAnswer{r, err}
+	}()
+	getDone := make(chan bool, 1)
+	go func() {
+		_, ok := c.Get("k", testNow)
+		getDone <- ok
+	}()
+	synctest.Wait() // every goroutine is blocked: on the hung fsync, or on the put waiting for it
+	select {
+	case a := <-condDone:
+		t.Fatalf("put_if answered %+v %v while the staged put waited for its fsync", a.r, a.err)
+	case <-getDone:
+		t.Fatal("get answered while the staged put waited for its fsync")
+	case <-putDone:
+		t.Fatal("the staged put was acknowledged before its fsync")
+	default:
+	}
+	hang.Release()
+	if err := <-putDone; err != nil {
+		t.Fatal(err)
+	}
+	ver := entryOffset(c, "k")
+	if a := <-condDone; a.err != nil || a.r.Applied || !a.r.HasVersion || a.r.Version != ver {
+		t.Fatalf("put_if absent after the staged put: %+v %v, the put's version %d", a.r, a.err, ver)
+	}
+	if !<-getDone {
+		t.Fatal("get after the staged put found nothing")
 	}
 }

@@ -247,6 +247,16 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 	return off, sw, nil
 }
 
+// waitReadable waits until every write a log-backed cache has appended
+// is durable, so that what a reader saw under the shard lock is; for an
+// in-memory cache it returns at once.
+func (c *Cache) waitReadable() error {
+	if c.store == nil {
+		return nil
+	}
+	return c.store.WaitWritten(context.Background())
+}
+
 // waitDurable waits until a durable cache's write is in its log under the
 // fsync policy; for an in-memory cache it returns at once.
 func (c *Cache) waitDurable(w CacheStoreWrite) error {

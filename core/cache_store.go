@@ -331,6 +331,16 @@ func (s *CacheStore) Wait(ctx context.Context, w CacheStoreWrite) error {
 	return nil
 }
 
+// WaitWritten returns once every write appended so far is durable under
+// the fsync policy: what a reader must wait for before it answers with
+// what it saw.
+func (s *CacheStore) WaitWritten(ctx context.Context) error {
+	s.mu.RLock()
+	last := s.last
+	s.mu.RUnlock()
+	return s.Wait(ctx, CacheStoreWrite{app: last})
+}
+
 // CacheStoreValue is what Get found.
 type CacheStoreValue struct {
 	Value     []byte

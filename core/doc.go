@@ -98,7 +98,12 @@
 //
 // Every applied write (put, delete, expiry) takes the cache's next offset;
 // the first is the cache's creation time in Unix nanoseconds, so offsets
-// of an earlier cache of the name read as older than any history. Watch
+// of an earlier cache of the name read as older than any history. A
+// value's version is the offset of the put that wrote it (GetVersioned).
+// PutIf (the key absent, or at a version) and DeleteIf (at a version)
+// check and write under the key's shard lock, so they are atomic against
+// every other write to the key; a refused condition writes nothing and
+// takes no offset, and an expired entry is absent to a condition. Watch
 // follows a key or prefix: a retained start gets the current values, then
 // a state item, then every later change; a resume gets the changes from
 // its offset out of a byte-bounded history (created at the first Watch),

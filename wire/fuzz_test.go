@@ -41,6 +41,14 @@ func FuzzParseMessage(f *testing.F) {
 		`{"type":"cache_change","offset":6,"op":"delete","key":"k","value":""}`,
 		`{"type":"cache_watch_state","offset":9,"count":2}`,
 		`{"type":"cache_watch_lagged","watch_id":3,"resume_from":9}`,
+		`{"type":"cache_put_if","tenant_id":"a","namespace":"b","cache":"c","key":"k","value":"dg==","ttl_ms":30000,"condition":"absent","request_id":7}`,
+		`{"type":"cache_put_if","tenant_id":"a","namespace":"b","cache":"c","key":"k","value":"","condition":{"version":41,"x":1},"request_id":8}`,
+		`{"type":"cache_put_if","condition":"present"}`, `{"type":"cache_put_if","condition":{"v":1}}`,
+		`{"type":"cache_put_if","condition":null}`, `{"type":"cache_put_if","condition":{"version":-1}}`,
+		`{"type":"cache_delete_if","tenant_id":"a","namespace":"b","cache":"c","key":"k","version":41,"request_id":9}`,
+		`{ "type": "cache_condition_result", "applied": false, "version": 41, "request_id": 7 }`,
+		`{"type":"cache_condition_result","applied":true,"request_id":7}`,
+		`{"type":"cache_value","request_id":1,"key":"k","value":"dg==","version":18446744073709551615}`,
 		`{"type":5}`, `{}`, `null`, `[]`, `{"type":"publish","payload":"!!"}`,
 	} {
 		f.Add([]byte(s))

@@ -170,10 +170,14 @@ type CacheOK struct {
 
 // CacheValue answers cache_get and cache_delete. Value is nil (JSON null)
 // when the key was absent or expired; an empty non-nil value is "".
+// Version is the found value's version (the offset of the put that wrote
+// it), sent on a get's answer only to a client that offered
+// FEATURE_CACHE_CONDITIONAL (cachecond.go).
 type CacheValue struct {
-	RequestID uint64 `json:"request_id"`
-	Key       string `json:"key"`
-	Value     []byte `json:"value"`
+	RequestID uint64  `json:"request_id"`
+	Key       string  `json:"key"`
+	Value     []byte  `json:"value"`
+	Version   *uint64 `json:"version,omitempty"`
 }
 
 // ErrorMsg is the JSON "error" message. Code, Retry and Detail are sent
@@ -263,6 +267,9 @@ func newMessage(t string) Message {
 		return &ErrorMsg{}
 	case "unsupported":
 		return &Unsupported{}
+	}
+	if m := newCacheCondMessage(t); m != nil {
+		return m
 	}
 	return newDurableMessage(t)
 }

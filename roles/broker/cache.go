@@ -28,30 +28,40 @@ func (cs *controlStream) cacheFor(v wire.Validator, action auth.Action, tenant, 
 }
 
 func (cs *controlStream) handleCachePut(m *wire.CachePut) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
-		return
-	}
-	msg, e := putIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	cs.serveKeyed(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return putIn(c, m)
+	})
 }
 
 func (cs *controlStream) handleCacheGet(m *wire.CacheGet) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
-		return
-	}
-	msg, e := getIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	cs.serveKeyed(m, auth.ActionCacheRead, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return getIn(c, m, cs.versions())
+	})
 }
 
 func (cs *controlStream) handleCacheDelete(m *wire.CacheDelete) {
-	c, ok := cs.cacheFor(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID)
-	if !ok || cs.forwardCache(m, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID) {
+	cs.serveKeyed(m, auth.ActionCacheWrite, m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID, func(c *core.Cache) (wire.Message, *wire.Error) {
+		return deleteIn(c, m)
+	})
+}
+
+// keyedRequest is a client's request for one cache key.
+type keyedRequest interface {
+	wire.Message
+	wire.Validator
+}
+
+// serveKeyed serves one request for a cache key: authorized for action,
+// forwarded when another broker owns the key's shard, else run here and
+// answered.
+func (cs *controlStream) serveKeyed(m keyedRequest, action auth.Action, tenant, ns, cache, key string, reqID uint64,
+	run func(*core.Cache) (wire.Message, *wire.Error)) {
+	c, ok := cs.cacheFor(m, action, tenant, ns, cache, key, reqID)
+	if !ok || cs.forwardCache(m, tenant, ns, cache, key, reqID) {
 		return
 	}
-	msg, e := deleteIn(c, m)
-	cs.answerCache(msg, e, m.RequestID)
+	msg, e := run(c)
+	cs.answerCache(msg, e, reqID)
 }
 
 // answerCache sends a cache operation's answer or refusal.
@@ -67,19 +77,16 @@ func (cs *controlStream) answerCache(m wire.Message, e *wire.Error, reqID uint64
 // broker serves: for its own clients, and for those another broker
 // forwards (forward.go).
 func putIn(c *core.Cache, m *wire.CachePut) (wire.Message, *wire.Error) {
-	var ttl time.Duration
-	if m.TTLMs != nil {
-		ttl = time.Duration(min(*m.TTLMs, uint64(1<<63-1)/uint64(time.Millisecond))) * time.Millisecond
-	}
-	if err := c.Put(m.Key, m.Value, ttl, time.Now()); err != nil {
+	if err := c.Put(m.Key, m.Value, ttlOf(m.TTLMs), time.Now()); err != nil {
 		return nil, asWireError(err)
 	}
 	return &wire.CacheOK{RequestID: m.RequestID}, nil
 }
 
-func getIn(c *core.Cache, m *wire.CacheGet) (wire.Message, *wire.Error) {
-	v, found := c.Get(m.Key, time.Now())
-	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
+// getIn answers a get; versions: the client offered
+// FEATURE_CACHE_CONDITIONAL, so the answer carries the value's version.
+func getIn(c *core.Cache, m *wire.CacheGet, versions bool) (wire.Message, *wire.Error) {
+	return versionedValue(c, m.Key, m.RequestID, versions), nil
 }
 
 func deleteIn(c *core.Cache, m *wire.CacheDelete) (wire.Message, *wire.Error) {

@@ -21,7 +21,7 @@ const (
 		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
 		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
 	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete |
-		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
+		wire.FeatureCacheConditional | wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
@@ -178,6 +178,12 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleCacheGet(m)
 	case *wire.CacheDelete:
 		cs.handleCacheDelete(m)
+	case *wire.CachePutIf:
+		cs.handleCachePutIf(m)
+	case *wire.CacheDeleteIf:
+		cs.handleCacheDeleteIf(m)
+	case *wire.CacheGetVersioned:
+		cs.handleCacheGetVersioned(m)
 	case *wire.CacheWatch:
 		cs.handleCacheWatch(m)
 	case *wire.StreamInfo:

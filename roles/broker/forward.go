@@ -236,6 +236,9 @@ type fwdCache struct {
 	// the answer carry code, retry and detail.
 	WithCodes  bool   `json:"with_codes"`
 	Generation uint64 `json:"generation"`
+	// Versions: the client offered FEATURE_CACHE_CONDITIONAL, so a
+	// cache_value answering its get carries the value's version.
+	Versions bool `json:"versions,omitempty"`
 }
 
 // appendPayloads encodes a publish's payloads: per payload a u32
@@ -402,11 +405,22 @@ func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key str
 		cs.sendError(asWireError(err), &reqID)
 		return true
 	}
-	_, isGet := m.(*wire.CacheGet)
-	cs.queueCacheForward(&cacheForward{cs: cs, rt: rt, body: body, reqID: reqID, isGet: isGet,
+	cs.queueCacheForward(&cacheForward{cs: cs, rt: rt, body: body, reqID: reqID, readOnly: readOnlyCacheOp(m),
 		hdr: fwdCache{Token: cs.token, TenantID: tenant, Namespace: ns, Cache: cache, Shard: shard,
-			WithCodes: cs.withCodes(), Generation: rt.Generation}})
+			WithCodes: cs.withCodes(), Generation: rt.Generation, Versions: cs.versions()}})
 	return true
+}
+
+// readOnlyCacheOp reports a cache request that changes nothing, so one
+// whose forward went unanswered may be retried; every other one (a put, a
+// delete, a conditional write) may have been applied and is answered
+// outcome_unknown instead.
+func readOnlyCacheOp(m wire.Message) bool {
+	switch m.(type) {
+	case *wire.CacheGet, *wire.CacheGetVersioned:
+		return true
+	}
+	return false
 }
 
 // cacheRoute is where a cache key's requests go, and its shard (by the
@@ -682,10 +696,20 @@ func (s *Server) serveCacheOp(ctx context.Context, h fwdCache, body []byte) peer
 	case *wire.CacheGet:
 		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
 		action = auth.ActionCacheRead
-		run = func(c *core.Cache) (wire.Message, *wire.Error) { return getIn(c, m) }
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return getIn(c, m, h.Versions) }
 	case *wire.CacheDelete:
 		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
 		run = func(c *core.Cache) (wire.Message, *wire.Error) { return deleteIn(c, m) }
+	case *wire.CachePutIf:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return putIfIn(c, m) }
+	case *wire.CacheDeleteIf:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return deleteIfIn(c, m) }
+	case *wire.CacheGetVersioned:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		action = auth.ActionCacheRead
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return getVersionedIn(c, m) }
 	default:
 		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache carries %s", msg.MessageType()))
 	}

@@ -390,12 +390,12 @@ type fwdCacheBatch struct {
 
 // cacheForward is one forwarded cache operation waiting in its channel.
 type cacheForward struct {
-	cs    *controlStream
-	rt    Route
-	hdr   fwdCache
-	body  []byte // the request as JSON
-	reqID uint64
-	isGet bool
+	cs       *controlStream
+	rt       Route
+	hdr      fwdCache
+	body     []byte // the request as JSON
+	reqID    uint64
+	readOnly bool
 }
 
 // cacheChannel orders one client stream's forwards to one cache shard.
@@ -454,7 +454,7 @@ func (s *Server) sendCacheForwards(batch []*cacheForward) {
 		changes := false
 		for _, f := range batch {
 			body = appendPayloads(body, [][]byte{f.body})
-			changes = changes || !f.isGet
+			changes = changes || !f.readOnly
 		}
 		var rb []byte
 		res, rb, e = s.batchResults(cs.ctx, first.rt, peer.Request{Type: TypeFwdCacheBatch, Header: hdr, Body: body}, len(batch), changes)
@@ -481,7 +481,7 @@ func (s *Server) sendCacheForwards(batch []*cacheForward) {
 // sendCacheForward forwards one cache operation as a fwd_cache call.
 func (s *Server) sendCacheForward(f *cacheForward) ([]fwdBatchResult, [][]byte, *wire.Error) {
 	hdr, _ := json.Marshal(f.hdr)
-	rep, e := s.forwardCall(f.cs.ctx, f.rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: f.body}, !f.isGet)
+	rep, e := s.forwardCall(f.cs.ctx, f.rt, peer.Request{Type: TypeFwdCache, Header: hdr, Body: f.body}, !f.readOnly)
 	if e != nil {
 		return nil, nil, e
 	}
@@ -500,7 +500,7 @@ func (s *Server) answerCacheForwards(batch []*cacheForward, res []fwdBatchResult
 		switch {
 		case e != nil:
 			fe := e
-			if f.isGet && e.Retry == wire.RetryOutcomeUnknown {
+			if f.readOnly && e.Retry == wire.RetryOutcomeUnknown {
 				// A get changes nothing: it may be retried.
 				fe = wire.NewError(wire.CodeShardUnavailable, "%s", e.Message).
 					WithDetail(wire.DetailReason, fwdFailUnanswered).WithDetail("node_id", f.rt.NodeID)

@@ -26,11 +26,18 @@ func cachePutCommand(tk toolkit) *cli.Command {
 		Name:      "put",
 		Usage:     "set a key's value",
 		ArgsUsage: "CACHE KEY VALUE",
-		UsageText: "felix cache put CACHE KEY VALUE [--ttl 30s] [-o json]",
+		UsageText: "felix cache put CACHE KEY VALUE [--ttl 30s] [--if-absent | --if-version N] [-o json]",
 		Description: "Stores VALUE under KEY; --ttl makes it expire. Prints nothing in text; -o json prints\n" +
-			"{\"cache\",\"key\",\"stored\":true,\"ttl\"} (ttl only when given). Example:\n\n" +
-			"   felix cache put sessions user-1 online --ttl 30s",
-		Flags: clientFlags(&cli.DurationFlag{Name: "ttl", Usage: "expire the value after `DURATION`", DefaultText: "never"}),
+			"{\"cache\",\"key\",\"stored\":true,\"ttl\"} (ttl only when given).\n\n" +
+			"--if-absent stores only if the key has no live value (a lease, an idempotency key);\n" +
+			"--if-version N only if its value is at version N (read-modify-write). " + condHelp + "\n" +
+			"Examples:\n\n" +
+			"   felix cache put sessions user-1 online --ttl 30s\n" +
+			"   felix cache put leases endpoint-7 me --ttl 30s --if-absent\n" +
+			"   felix cache put config endpoints \"$NEW\" --if-version 1764612000000000042",
+		Flags: clientFlags(&cli.DurationFlag{Name: "ttl", Usage: "expire the value after `DURATION`", DefaultText: "never"},
+			&cli.BoolFlag{Name: flagIfAbsent, Usage: "store only if the key has no live value"},
+			ifVersionFlag("store")),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 3, 3); err != nil {
 				return err
@@ -38,7 +45,13 @@ func cachePutCommand(tk toolkit) *cli.Command {
 			if c.Duration("ttl") < 0 {
 				return usageErrorf(c, "--ttl must not be negative")
 			}
+			if c.Bool(flagIfAbsent) && c.IsSet(flagIfVersion) {
+				return usageErrorf(c, "--if-absent and --if-version are exclusive")
+			}
 			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				if c.Bool(flagIfAbsent) || c.IsSet(flagIfVersion) {
+					return cachePutIf(c, bc, s, p)
+				}
 				a := c.Args()
 				if err := bc.CachePut(c.Context, s.Namespace, a.Get(0), a.Get(1), []byte(a.Get(2)), c.Duration("ttl")); err != nil {
 					return err
@@ -61,16 +74,23 @@ func cacheGetCommand(tk toolkit) *cli.Command {
 		Name:      "get",
 		Usage:     "print a key's value",
 		ArgsUsage: "CACHE KEY",
-		UsageText: "felix cache get CACHE KEY [-o json]",
+		UsageText: "felix cache get CACHE KEY [--versioned] [-o json]",
 		Description: "Prints the value stored under KEY (-o json: {\"cache\",\"key\",\"found\",\"value\"}, with\n" +
-			"value_base64 instead for binary values). " + missingKeyHelp + " Example:\n\n" +
-			"   felix cache get sessions user-1",
-		Flags: clientFlags(),
+			"value_base64 instead for binary values). " + missingKeyHelp + "\n\n" +
+			"--versioned prints the value's version (the offset of the put that wrote it) on a line of its\n" +
+			"own before the value, and adds \"version\" to -o json: what --if-version takes.\n" +
+			"Examples:\n\n" +
+			"   felix cache get sessions user-1\n" +
+			"   felix cache get config endpoints --versioned",
+		Flags: clientFlags(&cli.BoolFlag{Name: flagVersioned, Usage: "print the value's version too"}),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 2, 2); err != nil {
 				return err
 			}
 			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				if c.Bool(flagVersioned) {
+					return cacheGetVersioned(c, bc, s, p)
+				}
 				cache, key := c.Args().Get(0), c.Args().Get(1)
 				v, ok, err := bc.CacheGet(c.Context, s.Namespace, cache, key)
 				if err != nil {
@@ -88,15 +108,21 @@ func cacheDeleteCommand(tk toolkit) *cli.Command {
 		Aliases:   []string{"del", "rm"},
 		Usage:     "remove a key and print the value it held",
 		ArgsUsage: "CACHE KEY",
-		UsageText: "felix cache delete CACHE KEY [-o json]",
-		Description: "Removes KEY and prints the value it held (-o json as for get). " + missingKeyHelp + "\n" +
-			"Example:\n\n   felix cache delete sessions user-1",
-		Flags: clientFlags(),
+		UsageText: "felix cache delete CACHE KEY [--if-version N] [-o json]",
+		Description: "Removes KEY and prints the value it held (-o json as for get). " + missingKeyHelp + "\n\n" +
+			"--if-version N removes it only if its value is at version N, and prints nothing when it\n" +
+			"does (-o json: {\"cache\",\"key\",\"applied\":true}). " + condHelp + "\n" +
+			"Examples:\n\n   felix cache delete sessions user-1\n" +
+			"   felix cache delete leases endpoint-7 --if-version 1764612000000000042",
+		Flags: clientFlags(ifVersionFlag("remove")),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 2, 2); err != nil {
 				return err
 			}
 			return withCache(c, tk, func(bc brokerClient, s Settings, p printer) error {
+				if c.IsSet(flagIfVersion) {
+					return cacheDeleteIf(c, bc, s, p)
+				}
 				cache, key := c.Args().Get(0), c.Args().Get(1)
 				v, ok, err := bc.CacheDelete(c.Context, s.Namespace, cache, key)
 				if err != nil {
@@ -137,7 +163,7 @@ func printValue(p printer, cache, key string, v []byte, found bool) error {
 		}
 	}
 	if !found {
-		return cli.Exit(fmt.Sprintf("not found: cache %s has no key %q", cache, key), exitGeneric)
+		return notFound(cache, key)
 	}
 	if p.json {
 		return nil
@@ -146,4 +172,9 @@ func printValue(p printer, cache, key string, v []byte, found bool) error {
 		return err
 	}
 	return p.Line("")
+}
+
+// notFound is the exit of a command that looked up a key not there.
+func notFound(cache, key string) error {
+	return cli.Exit(fmt.Sprintf("not found: cache %s has no key %q", cache, key), exitGeneric)
 }

@@ -94,9 +94,15 @@ type fakeBroker struct {
 	finished  int
 	closed    bool
 	cache     map[string]string
-	events    []felix.Event
-	subOpts   felix.SubscribeOptions
-	subStream string
+	// versions holds each key's version, set by conditional puts
+	// (cache_cond_test.go); condErr fails every conditional call.
+	versions    map[string]uint64
+	lastVersion uint64
+	condErr     error
+	condCalls   int
+	events      []felix.Event
+	subOpts     felix.SubscribeOptions
+	subStream   string
 	// idle, when set, is closed once the subscription has handed out
 	// every event and waits for more.
 	idle chan struct{}

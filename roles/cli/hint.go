@@ -66,6 +66,8 @@ var hints = map[hintKey]string{
 	{string(wire.CodeInvalidRequest), "not_durable"}: "only durable streams keep records to read; " +
 		"use felix sub for this one, or create a durable stream (felix admin stream create NAME --durable)",
 
+	{string(wire.CodeShardUnavailable), "forward_unanswered"}: "the broker passed the request to the shard's owner, which did not answer: " +
+		"it may have been applied; read the key or stream to find out before sending it again",
 	{string(wire.CodeShardUnavailable), ""}: "the broker cannot serve this shard's log; " +
 		"its log says why (felix inspect segments shows the damage); other shards still work",
 	{string(wire.CodeDraining), ""}:      "the broker is shutting down; retry once it is back, or against another broker",

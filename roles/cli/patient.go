@@ -103,6 +103,34 @@ func (c patientClient) CacheDelete(ctx context.Context, ns, cache, key string) (
 	return retryLookup(ctx, func() ([]byte, bool, error) { return c.brokerClient.CacheDelete(ctx, ns, cache, key) })
 }
 
+// Conditional writes are waited out like the others: a refusal of class
+// retry or retry_after promises nothing was applied, and an outcome that
+// may have been applied is never sent again (waitOut).
+func (c patientClient) CachePutIf(ctx context.Context, ns, cache, key string, value []byte, ttl time.Duration, cond felix.CacheCondition) (felix.CondResult, error) {
+	return retryPatiently(ctx, func() (felix.CondResult, error) {
+		return c.brokerClient.CachePutIf(ctx, ns, cache, key, value, ttl, cond)
+	})
+}
+
+func (c patientClient) CacheDeleteIf(ctx context.Context, ns, cache, key string, version uint64) (felix.CondResult, error) {
+	return retryPatiently(ctx, func() (felix.CondResult, error) {
+		return c.brokerClient.CacheDeleteIf(ctx, ns, cache, key, version)
+	})
+}
+
+func (c patientClient) CacheGetVersioned(ctx context.Context, ns, cache, key string) ([]byte, uint64, bool, error) {
+	type got struct {
+		v   []byte
+		ver uint64
+		ok  bool
+	}
+	g, err := retryPatiently(ctx, func() (got, error) {
+		v, ver, ok, err := c.brokerClient.CacheGetVersioned(ctx, ns, cache, key)
+		return got{v, ver, ok}, err
+	})
+	return g.v, g.ver, g.ok, err
+}
+
 func (c patientClient) Read(ctx context.Context, ns, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error) {
 	return retryPatiently(ctx, func() (*felix.ReadPage, error) {
 		return c.brokerClient.Read(ctx, ns, stream, shard, from, end, maxRecords)

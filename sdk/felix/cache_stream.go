@@ -116,7 +116,9 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 	case *wire.CacheOK:
 		w.resolve(st, m.RequestID, cacheResult{})
 	case *wire.CacheValue:
-		w.resolve(st, m.RequestID, cacheResult{value: m.Value})
+		w.resolve(st, m.RequestID, cacheResult{value: m.Value, msg: m})
+	case *wire.CacheConditionResult:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.StreamRecords:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.OffsetValue:

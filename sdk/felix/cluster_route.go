@@ -96,7 +96,8 @@ func (cc *ClusterClient) doRouted(ctx context.Context, r route, retry func(error
 
 // redirectable reports a refusal that says nothing was applied and the
 // shard is better asked elsewhere or again: not_leader,
-// shard_unavailable, or the retry classes retry and redirect.
+// shard_unavailable, or the retry classes retry and redirect, but never
+// one of retry class outcome_unknown.
 func redirectable(err error) bool {
 	var nl *NotLeaderError
 	if errors.As(err, &nl) {
@@ -104,6 +105,11 @@ func redirectable(err error) bool {
 	}
 	var be *BrokerError
 	if !errors.As(err, &be) {
+		return false
+	}
+	if be.Retry == wire.RetryOutcomeUnknown {
+		// An entry broker whose forward went unanswered: the request may
+		// have been applied, so it is never sent again.
 		return false
 	}
 	return be.Code == wire.CodeNotLeader || be.Code == wire.CodeShardUnavailable ||

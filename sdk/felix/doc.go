@@ -95,6 +95,13 @@
 // CacheGet and CacheDelete return found=false for an absent key and a
 // non-nil empty slice for a stored empty value.
 //
+// CachePutIf (IfAbsent or IfVersion), CacheDeleteIf and CacheGetVersioned
+// are the conditional forms (FEATURE_CACHE_CONDITIONAL): a version is the
+// offset of the put that wrote a value, and a condition that does not hold
+// is a CondResult with Applied false and the key's current version, not an
+// error. A conditional write whose answer was lost fails with retry class
+// outcome_unknown and is never sent again, by Client or ClusterClient.
+//
 // # Cache watches
 //
 // WatchCache follows one key (WatchKey) or every key with a prefix

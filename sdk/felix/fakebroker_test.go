@@ -71,21 +71,24 @@ type fakeBroker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every recorded change
-	conns     []*quic.Conn
-	published map[string][]pubRecord // "ns/stream" -> arrival order
-	cache     map[string][]byte
-	ttls      map[string]uint64
-	nextSub   uint64
-	subC      chan *fakeSub
-	logs      map[string][]wire.StreamRecord // "ns/stream" -> a durable shard 0, offsets ascending
-	reads     []wire.StreamRead              // stream_read requests, in arrival order
-	auths     []string                       // the token of every accepted auth, in order
-	authMsgs  []wire.Auth                    // every accepted auth as received, in order
-	revoked   map[string]bool                // tokens refused (and ended) with code revoked
-	live      map[*quic.Stream]string        // authenticated streams being served, by token
-	subs      []*fakeSub                     // every subscription, in order
+	mu          sync.Mutex
+	changed     chan struct{} // closed and replaced on every recorded change
+	conns       []*quic.Conn
+	published   map[string][]pubRecord // "ns/stream" -> arrival order
+	cache       map[string][]byte
+	ttls        map[string]uint64
+	versions    map[string]uint64 // the version of each key in cache (cache_cond_test.go)
+	condOps     int               // conditional writes received
+	lastVersion uint64
+	nextSub     uint64
+	subC        chan *fakeSub
+	logs        map[string][]wire.StreamRecord // "ns/stream" -> a durable shard 0, offsets ascending
+	reads       []wire.StreamRead              // stream_read requests, in arrival order
+	auths       []string                       // the token of every accepted auth, in order
+	authMsgs    []wire.Auth                    // every accepted auth as received, in order
+	revoked     map[string]bool                // tokens refused (and ended) with code revoked
+	live        map[*quic.Stream]string        // authenticated streams being served, by token
+	subs        []*fakeSub                     // every subscription, in order
 }
 
 // fakeSub is one subscription's event stream on the fake.
@@ -109,7 +112,7 @@ func newFakeBroker(t testing.TB, opts fakeOpts) *fakeBroker {
 	ctx, cancel := context.WithCancel(context.Background())
 	fb := &fakeBroker{t: t, opts: opts, ln: ln, pool: pool, ctx: ctx, cancel: cancel,
 		changed: make(chan struct{}), published: map[string][]pubRecord{}, cache: map[string][]byte{},
-		ttls: map[string]uint64{}, subC: make(chan *fakeSub, 64), revoked: map[string]bool{},
+		ttls: map[string]uint64{}, versions: map[string]uint64{}, subC: make(chan *fakeSub, 64), revoked: map[string]bool{},
 		live: map[*quic.Stream]string{}}
 	fb.wg.Add(1)
 	go fb.acceptLoop()
@@ -385,6 +388,8 @@ func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16
 		return false
 	case *wire.CachePut, *wire.CacheGet, *wire.CacheDelete:
 		return fb.cacheOp(s, msg)
+	case *wire.CachePutIf, *wire.CacheDeleteIf:
+		return fb.condOp(s, msg)
 	case *wire.StreamRead:
 		return writeMsg(s, fb.streamRead(m)) == nil
 	case *wire.OffsetForTime:
@@ -535,6 +540,7 @@ func (fb *fakeBroker) cacheOp(s *quic.Stream, msg wire.Message) bool {
 			return false
 		}
 		fb.cache[m.Cache+"/"+m.Key] = m.Value
+		fb.versions[m.Cache+"/"+m.Key] = fb.newVersionLocked()
 		if m.TTLMs != nil {
 			fb.ttls[m.Cache+"/"+m.Key] = *m.TTLMs
 		}
@@ -543,10 +549,15 @@ func (fb *fakeBroker) cacheOp(s *quic.Stream, msg wire.Message) bool {
 		if m.Key == "hang" {
 			return true // never answered
 		}
-		return writeMsg(s, &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: fb.cache[m.Cache+"/"+m.Key]}) == nil
+		v := &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: fb.cache[m.Cache+"/"+m.Key]}
+		if ver, ok := fb.versions[m.Cache+"/"+m.Key]; ok && fb.opts.features&wire.FeatureCacheConditional != 0 {
+			v.Version = &ver
+		}
+		return writeMsg(s, v) == nil
 	case *wire.CacheDelete:
 		v := fb.cache[m.Cache+"/"+m.Key]
 		delete(fb.cache, m.Cache+"/"+m.Key)
+		delete(fb.versions, m.Cache+"/"+m.Key)
 		return writeMsg(s, &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: v}) == nil
 	}
 	return false

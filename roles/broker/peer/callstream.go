@@ -123,19 +123,14 @@ func (l *Link) pickStream(ctx context.Context) (*callStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: open a call stream to %s: %w", l.peer.NodeID, remoteError(err))
 	}
-	if l.closing {
+	cs := newCallStream(l, st)
+	if !l.streams.Go(cs.readReplies) {
 		st.CancelWrite(streamCancelled)
 		st.CancelRead(streamCancelled)
 		return nil, fmt.Errorf("%w: %w", ErrClosed, context.Cause(l.ctx))
 	}
-	cs := newCallStream(l, st)
 	cs.writers.Add(1)
 	l.out = append(l.out, cs)
-	l.wg.Add(1) // l.closing is false, under cmu
-	go func() {
-		defer l.wg.Done()
-		cs.readReplies()
-	}()
 	return cs, nil
 }
 
@@ -182,7 +177,7 @@ func (cs *callStream) call(ctx context.Context, req Request) (Reply, error) {
 		if cs.forget(id) {
 			// Tell the handler, off this goroutine: the write may wait
 			// behind another caller's.
-			l.spawn(func() { cs.writeFrame(appendCancel(nil, id), time.Time{}) })
+			l.streams.Go(func() { cs.writeFrame(appendCancel(nil, id), time.Time{}) })
 		}
 		return Reply{}, fmt.Errorf("%w: %w", ErrUnanswered, l.callFailed(ctx, fmt.Errorf("peer: no reply from %s", l.peer.NodeID)))
 	}
@@ -228,33 +223,17 @@ func (cs *callStream) readReplies() {
 	}
 }
 
-// spawn runs f on a goroutine run waits for, unless the link is past
-// that point.
-func (l *Link) spawn(f func()) bool {
-	l.cmu.Lock()
-	defer l.cmu.Unlock()
-	if l.closing {
-		return false
-	}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		f()
-	}()
-	return true
-}
-
 // --- the answering end ---
 
 // acceptCalls serves every call stream the other end opens until the
-// link ends. Run by run; each stream's reader is counted in l.wg.
+// link ends. Run by run; each stream's reader is one of l.streams.
 func (l *Link) acceptCalls() {
 	for {
 		st, err := l.qc.AcceptStream(l.ctx)
 		if err != nil {
 			return
 		}
-		if !l.spawn(newCallStream(l, st).serve) {
+		if !l.streams.Go(newCallStream(l, st).serve) {
 			st.CancelRead(streamCancelled)
 			st.CancelWrite(streamCancelled)
 			return

@@ -45,5 +45,5 @@
 //     back-off, except after a refusal.
 //
 // This package imports quic-go (it is one of deps_test.go's quicOwners)
-// and, of Felix, only wire and roles/broker/tlsconf.
+// and, of Felix, only wire, roles/broker/tlsconf and internal/gogroup.
 package peer

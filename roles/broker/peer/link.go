@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/felixmq/felix/internal/gogroup"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -55,11 +56,9 @@ type Link struct {
 	// with opening more being opened.
 	out     []*callStream // guarded by cmu
 	opening int           // guarded by cmu
-	// closing is set once run waits for wg: no goroutine is added then.
-	closing bool // guarded by cmu
-	// wg counts the call streams' goroutines: readers of either end and
-	// the cancels callers send.
-	wg sync.WaitGroup
+	// streams are the call streams' goroutines: readers of either end and
+	// the cancels callers send. run closes it once the link has ended.
+	streams gogroup.Group
 
 	mu sync.Mutex
 	// pending maps the seq of each ping awaiting its pong to the channel
@@ -196,10 +195,7 @@ func (l *Link) run() {
 	l.cancel(remoteError(err))
 	l.qc.CloseWithError(CloseNormal, "closed")
 	wg.Wait()
-	l.cmu.Lock()
-	l.closing = true
-	l.cmu.Unlock()
-	l.wg.Wait()
+	l.streams.Close()
 	l.ep.forget(l)
 	if cause := context.Cause(l.ctx); !errors.Is(cause, ErrClosed) {
 		l.ep.log.Info("peer link ended", "node_id", l.peer.NodeID, "addr", l.peer.Addr, "err", cause)

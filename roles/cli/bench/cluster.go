@@ -161,9 +161,9 @@ func (t *target) connectPublisher(ctx context.Context) (pubClient, error) {
 
 // connectCluster connects a ClusterClient seeded with every broker.
 func (t *target) connectCluster(ctx context.Context) (*felix.ClusterClient, error) {
-	if len(t.brokers) < 2 {
-		return nil, fmt.Errorf("--route %s needs a cluster: a client.json with several broker_addrs (felix dev writes one), found %v",
-			t.routing.route, t.brokers)
+	if len(t.brokers) == 0 {
+		// A cluster of one (felix dev --nodes 1) is a cluster too.
+		return nil, fmt.Errorf("--route %s needs a cluster: a client.json with broker_addrs (felix dev writes one)", t.routing.route)
 	}
 	return felix.ConnectCluster(ctx, t.brokers, t.cfg)
 }
