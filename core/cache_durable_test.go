@@ -262,3 +262,62 @@ func testLogBackedPutIfAbsentWaits(t *testing.T) {
 		t.Fatal("get after the staged put found nothing")
 	}
 }
+
+// TestDurableCacheCompactionCopiesKeepVersionsAndAreNoChanges: on a
+// log-backed cache, compaction's copies of a cold value take log offsets
+// but are no writes: the value keeps its version across them and a
+// restart, a watch sees only the writes (its offsets skipping the
+// copies'), and writes after the copies go on.
+func TestDurableCacheCompactionCopiesKeepVersionsAndAreNoChanges(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone, SegmentBytes: 2048, CacheCompactInterval: -1}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	if err := c.Put("cold", []byte("once"), 0, testNow); err != nil {
+		t.Fatal(err)
+	}
+	coldVer := entryOffset(c, "cold")
+	w, _ := mustWatch(t, c, CacheWatchOptions{Prefix: true})
+	writes := 0
+	copied := 0
+	for round := range 3 {
+		for i := range 300 {
+			if err := c.Put(fmt.Sprint("hot", i%7), []byte(fmt.Sprint(round, i)), 0, testNow); err != nil {
+				t.Fatal(err)
+			}
+			writes++
+		}
+		res, err := c.store.Compact(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied += res.Copied
+	}
+	if copied == 0 || c.store.StartOffset()+c.log.offBase <= coldVer {
+		t.Fatalf("copied %d; the log starts at %d, the cold put is at %d", copied, c.store.StartOffset()+c.log.offBase, coldVer)
+	}
+	if err := c.Put("after", []byte("x"), 0, testNow); err != nil {
+		t.Fatal(err)
+	}
+	writes++
+	var l watchLog
+	drainWatch(w, &l)
+	if len(l.changes) != writes {
+		t.Fatalf("the watch saw %d changes, %d writes were made", len(l.changes), writes)
+	}
+	for i, ch := range l.changes {
+		if ch.Key == "cold" || (i > 0 && ch.Offset <= l.changes[i-1].Offset) {
+			t.Fatalf("change %d: %s", i, descChange(ch))
+		}
+	}
+	if entryOffset(c, "cold") != coldVer {
+		t.Fatalf("the cold value's version moved to %d from %d", entryOffset(c, "cold"), coldVer)
+	}
+	b.Close()
+	b, c = openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	if v, ver, ok := c.GetVersioned("cold", testNow); !ok || string(v) != "once" || ver != coldVer {
+		t.Fatalf("after restart the cold value is %q at %d (%v), want at %d", v, ver, ok, coldVer)
+	}
+	if err := c.Put("later", []byte("y"), 0, testNow); err != nil {
+		t.Fatal(err)
+	}
+}

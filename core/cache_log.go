@@ -1,9 +1,11 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -91,8 +93,9 @@ func present(v []byte) []byte {
 
 // changeRing is the recent history of one cache: the changes with offsets
 // [oldest, next) in order, bounded by bytes. Guarded by the cache's logMu.
-// Invariant: the offsets held are contiguous, since every change of the
-// cache is pushed once the ring exists.
+// Invariant: the ring holds every change from oldest on, since every
+// change of the cache is pushed once the ring exists; their offsets are
+// consecutive but for those a log-backed cache's compaction copies took.
 type changeRing struct {
 	items    []*CacheChange // live part is items[head:]
 	head     int
@@ -151,10 +154,14 @@ func (r *changeRing) oldest(next uint64) uint64 {
 // since returns the changes at or after from that match w, in order.
 func (r *changeRing) since(from uint64, w *CacheWatch) []*CacheChange {
 	var out []*CacheChange
-	if r.head == len(r.items) || from < r.items[r.head].Offset {
+	live := r.items[r.head:]
+	if len(live) == 0 || from < live[0].Offset {
 		return nil
 	}
-	for _, ch := range r.items[r.head+int(from-r.items[r.head].Offset):] {
+	// Offsets increase, but a log-backed cache's may skip the ones its
+	// compaction's copies took: search rather than index.
+	i, _ := slices.BinarySearchFunc(live, from, func(ch *CacheChange, off uint64) int { return cmp.Compare(ch.Offset, off) })
+	for _, ch := range live[i:] {
 		if w.matches(ch.Key) {
 			out = append(out, ch)
 		}
@@ -217,9 +224,12 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 		if err != nil {
 			return 0, sw, err
 		}
-		if l.offBase+sw.Offset != l.next {
-			panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), the cache expected %d", c.key.Cache, sw.Offset, l.offBase, l.next))
+		// The log's offsets are the cache's, but for those compaction's
+		// copies took in between, which no write has.
+		if l.offBase+sw.Offset < l.next {
+			panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), below the cache's next %d", c.key.Cache, sw.Offset, l.offBase, l.next))
 		}
+		l.next = l.offBase + sw.Offset
 	}
 	off := l.next
 	l.next++

@@ -17,7 +17,8 @@ import (
 // expiry is a record of a segment log (kinds KindCachePut,
 // KindCacheTombstone, KindCacheExpiry), and an index in memory maps each
 // live key to the offset of the put that wrote it (its version) and its
-// expiry. Values stay on disk and are read through the log. Open rebuilds
+// expiry. Values stay on disk and are read through the log (at the put's
+// offset, or where compaction copied it forward). Open rebuilds
 // the index from the newest index snapshot plus the records after it.
 //
 // Writes append under the store's lock, so the index changes in log
@@ -38,9 +39,9 @@ type CacheStore struct {
 	// append (the log never calls back, so this orders the index by the
 	// log without a second lock); readers hold it for lookups only.
 	mu sync.RWMutex
-	// index holds every live key. Invariant: every version is an offset
-	// in [log.StartOffset, log.NextOffset) whose record is a put of that
-	// key; indexBytes == Σ indexCost(key) over it; withTTL counts the
+	// index holds every live key. Invariant: every loc is an offset in
+	// [log.StartOffset, log.NextOffset) whose record is a put or a copy
+	// of that key; indexBytes == Σ indexCost(key) over it; withTTL counts the
 	// entries with an expiry.
 	index      map[string]storeEntry
 	indexBytes int64
@@ -54,8 +55,11 @@ type CacheStore struct {
 
 // storeEntry is one live key of a store's index.
 type storeEntry struct {
-	version   uint64 // offset of the put that wrote the value
-	expiresAt int64  // absolute expiry, Unix ns; 0 never
+	// loc is the offset of the record holding the value: the put that
+	// wrote it (whose offset is the value's version), or the copy
+	// compaction made of it (which carries the version).
+	loc       uint64
+	expiresAt int64 // absolute expiry, Unix ns; 0 never
 }
 
 func (e storeEntry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.expiresAt }
@@ -220,7 +224,7 @@ func (s *CacheStore) AppendPut(key string, value []byte, expiresAt int64) (Cache
 	if err != nil {
 		return CacheStoreWrite{}, err
 	}
-	s.putLocked(key, storeEntry{version: w.Offset, expiresAt: expiresAt})
+	s.putLocked(key, storeEntry{loc: w.Offset, expiresAt: expiresAt})
 	return w, nil
 }
 
@@ -304,7 +308,7 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 			return s.storeError(err)
 		}
 		for i := range recs {
-			if recs[i].Kind != flog.KindCachePut {
+			if !holdsValue(recs[i].Kind) {
 				continue
 			}
 			rec, _, err := parseCacheRecord(recs[i].Kind, recs[i].Payload)
@@ -314,13 +318,21 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 			s.mu.RLock()
 			e, ok := s.index[rec.Key]
 			s.mu.RUnlock()
-			if ok && e.version == recs[i].Offset {
-				fn(rec.Key, rec.Value, e.version, e.expiresAt)
+			if ok && e.loc == recs[i].Offset {
+				fn(rec.Key, rec.Value, versionOf(recs[i].Offset, rec), e.expiresAt)
 			}
 		}
 		from = next
 	}
 	return nil
+}
+
+// versionOf is the version of the value a put or copy at off holds.
+func versionOf(off uint64, rec cacheRecord) uint64 {
+	if rec.Kind == flog.KindCacheCopy {
+		return rec.Version
+	}
+	return off
 }
 
 // Wait returns once w is durable under the fsync policy.
@@ -366,48 +378,49 @@ func (s *CacheStore) Get(ctx context.Context, key string, now time.Time) (v Cach
 		if !found || e.expired(now.UnixNano()) {
 			return v, false, nil
 		}
-		val, err := s.readValue(key, e)
+		val, ver, err := s.readValue(key, e)
 		var ce *flog.CursorError
-		if errors.As(err, &ce) && ce.TooOld && attempt == 0 {
-			continue // superseded and compacted away meanwhile: look again
+		if errors.As(err, &ce) && ce.TooOld && attempt < 2 {
+			continue // superseded or copied forward, and compacted away meanwhile: look again
 		}
 		if err != nil {
 			return v, false, err
 		}
-		return CacheStoreValue{Value: val, Version: e.version, ExpiresAt: e.expiresAt}, true, nil
+		return CacheStoreValue{Value: val, Version: ver, ExpiresAt: e.expiresAt}, true, nil
 	}
 }
 
 // readValueLocked is readValue for a caller holding mu, which keeps the
 // entry's record from being compacted away.
 func (s *CacheStore) readValueLocked(key string, e storeEntry) ([]byte, error) {
-	v, err := s.readValue(key, e)
+	v, _, err := s.readValue(key, e)
 	var ce *flog.CursorError
 	if errors.As(err, &ce) {
 		// The index names only retained records: a broken invariant.
-		panic(fmt.Sprintf("core: cache store %s: key %q at offset %d is not in the log: %v", s.opts.Dir, key, e.version, err))
+		panic(fmt.Sprintf("core: cache store %s: key %q at offset %d is not in the log: %v", s.opts.Dir, key, e.loc, err))
 	}
 	return v, err
 }
 
-// readValue reads the put at e.version and checks it is key's.
-func (s *CacheStore) readValue(key string, e storeEntry) ([]byte, error) {
-	r, err := s.log.ReadRecord(e.version)
+// readValue reads the put or copy at e.loc, checks it is key's, and
+// returns the value and its version.
+func (s *CacheStore) readValue(key string, e storeEntry) ([]byte, uint64, error) {
+	r, err := s.log.ReadRecord(e.loc)
 	var ce *flog.CursorError
 	if errors.As(err, &ce) {
-		return nil, err
+		return nil, 0, err
 	}
 	if err != nil {
-		return nil, s.storeError(err)
+		return nil, 0, s.storeError(err)
 	}
 	rec, _, err := parseCacheRecord(r.Kind, r.Payload)
-	if err == nil && (rec.Kind != flog.KindCachePut || rec.Key != key) {
-		err = fmt.Errorf("offset %d holds a %v of key %q, not the put of %q", e.version, rec.Kind, rec.Key, key)
+	if err == nil && (!holdsValue(rec.Kind) || rec.Key != key) {
+		err = fmt.Errorf("offset %d holds a %v of key %q, not a value of %q", e.loc, rec.Kind, rec.Key, key)
 	}
 	if err != nil {
-		return nil, wire.NewError(wire.CodeInternal, "cache store %s: %v", s.opts.Dir, err)
+		return nil, 0, wire.NewError(wire.CodeInternal, "cache store %s: %v", s.opts.Dir, err)
 	}
-	return rec.Value, nil
+	return rec.Value, versionOf(r.Offset, rec), nil
 }
 
 // appendLocked appends one record and notes it as the newest.

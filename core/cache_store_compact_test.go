@@ -259,3 +259,61 @@ func TestCacheStoreIndexBoundRefusesNewKeys(t *testing.T) {
 		t.Fatalf("new key past the bound after restart: %v", err)
 	}
 }
+
+// TestCacheStoreCompactionCopiesColdValuesForward: a key written once and
+// never again does not pin the log: compaction copies its value forward
+// (keeping its version) once the records around it are mostly dead, and
+// drops the old segments; the copy is no change to a history reader.
+func TestCacheStoreCompactionCopiesColdValuesForward(t *testing.T) {
+	ctx := context.Background()
+	o := storeOptions(t, t.TempDir())
+	o.SegmentBytes = 2048
+	o.Fsync = flog.FsyncNone
+	s := mustOpenStore(t, o)
+	coldVer, err := s.Put(ctx, "cold", []byte("written once"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := storeModel{"cold": {Value: []byte("written once"), Version: coldVer}}
+	keys := testKeys(10)
+	rng := rand.New(rand.NewPCG(9, 9))
+	copied := 0
+	for range 3 {
+		randomWrites(t, s, model, keys, 400, rng)
+		res, err := s.Compact(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied += res.Copied
+	}
+	if copied == 0 || s.StartOffset() <= coldVer {
+		t.Fatalf("copied %d values; the log still starts at %d, at or below the cold put at %d", copied, s.StartOffset(), coldVer)
+	}
+	all := append([]string{"cold"}, keys...)
+	now := time.Now()
+	if got := storeContents(t, s, all, now); !sameModel(got, model) {
+		t.Fatalf("after copying forward: %v", got["cold"])
+	}
+	chs, _, err := s.ReadChanges(s.StartOffset(), s.NextOffset(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range chs {
+		if ch.Key == "cold" {
+			t.Fatalf("the copy of the cold value reads as a change: %+v", ch)
+		}
+	}
+	s.Close()
+	s = mustOpenStore(t, o)
+	if got := storeContents(t, s, all, now); !sameModel(got, model) {
+		t.Fatalf("after restart: %v", got["cold"])
+	}
+	var seen []uint64
+	if err := s.ScanLive(func(k string, _ []byte, ver uint64, _ int64) {
+		if k == "cold" {
+			seen = append(seen, ver)
+		}
+	}); err != nil || len(seen) != 1 || seen[0] != coldVer {
+		t.Fatalf("ScanLive gave the cold key at %v (%v), want once at %d", seen, err, coldVer)
+	}
+}

@@ -23,11 +23,14 @@ type crashOp struct {
 }
 
 // crashScript puts, overwrites, deletes, expires and compacts, over
-// small segments so that rolls and segment drops happen too.
+// small segments so that rolls, copies of cold values and segment drops
+// happen too.
 func crashScript() []crashOp {
-	var ops []crashOp
-	for i := range 48 {
-		k := fmt.Sprintf("k%d", i%7)
+	// The cold key is written once, first: the script's compactions must
+	// copy it forward for the log to start past it.
+	ops := []crashOp{{kind: "put", key: "cold", value: []byte("written once")}}
+	for i := range 60 {
+		k := fmt.Sprintf("k%d", i%4)
 		switch {
 		case i%11 == 10:
 			ops = append(ops, crashOp{kind: "compact"})
@@ -108,9 +111,9 @@ func crashRun(t *testing.T, dir string, crashAt int, clk *storeClock) (acked sto
 // TestCacheStoreRecoversFromACrashAtEveryStep: the process is killed at
 // every mutating file operation of a script in turn (the files stay as
 // they were at that instant, the write in progress torn). The store
-// always reopens, every acknowledged write is there with its version,
-// expiries included, and the write in flight is either wholly there or
-// not at all.
+// always reopens, every acknowledged write is there with its version
+// (the cold key's too, wherever compaction copied it), expiries included,
+// and the write in flight is either wholly there or not at all.
 func TestCacheStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 	root := t.TempDir()
 	for step := 0; ; step++ {
@@ -126,8 +129,7 @@ func TestCacheStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 		if err := s.checkIndex(); err != nil {
 			t.Fatalf("crash at step %d: %v", step, err)
 		}
-		for i := range 7 {
-			k := fmt.Sprintf("k%d", i)
+		for _, k := range []string{"cold", "k0", "k1", "k2", "k3"} {
 			got, ok, err := s.Get(context.Background(), k, clk.Now())
 			if err != nil {
 				t.Fatalf("crash at step %d: get %s: %v", step, k, err)
@@ -146,7 +148,7 @@ func TestCacheStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 		s.Close()
 		os.RemoveAll(dir)
 		if !crashed && start == 0 {
-			t.Fatal("the script's compactions dropped no segment")
+			t.Fatal("the script's compactions dropped no segment (the cold key was not copied forward)")
 		}
 		if !crashed {
 			if step < 50 {
@@ -161,9 +163,11 @@ func TestCacheStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 // fuzzStoreRecords are the records FuzzCacheStoreRecovery's log holds.
 func fuzzStoreRecords() []cacheRecord {
 	var recs []cacheRecord
-	for i := range 12 {
+	for i := range 14 {
 		k := fmt.Sprintf("k%d", i%4)
 		switch i % 5 {
+		case 2:
+			recs = append(recs, cacheRecord{Kind: flog.KindCacheCopy, Key: k, Value: []byte(fmt.Sprint("c", i)), Version: uint64(i), ExpiresAt: 7})
 		case 3:
 			recs = append(recs, cacheRecord{Kind: flog.KindCacheTombstone, Key: k})
 		case 4:
@@ -225,7 +229,7 @@ func FuzzCacheStoreRecovery(f *testing.F) {
 		}
 		want := map[string]uint64{}
 		for i, r := range recs[:kept] {
-			if r.Kind == flog.KindCachePut {
+			if holdsValue(r.Kind) {
 				want[r.Key] = uint64(i)
 			} else {
 				delete(want, r.Key)
@@ -235,8 +239,8 @@ func FuzzCacheStoreRecovery(f *testing.F) {
 			t.Fatalf("%d records kept: %d keys, want %d", kept, s.Len(), len(want))
 		}
 		for k, ver := range want {
-			if e := s.index[k]; e.version != ver {
-				t.Fatalf("%d records kept: %s at %d, want %d", kept, k, e.version, ver)
+			if e := s.index[k]; e.loc != ver {
+				t.Fatalf("%d records kept: %s at %d, want %d", kept, k, e.loc, ver)
 			}
 		}
 	})

@@ -16,8 +16,9 @@ import (
 //	version     u8   1
 //	key_len     u16
 //	key         key_len bytes
-//	expires_at  i64  put only: absolute expiry, Unix ns; 0 never
-//	value       put only: the rest
+//	expires_at  i64  put and copy: absolute expiry, Unix ns; 0 never
+//	orig        u64  copy only: the version (offset) of the put copied
+//	value       put and copy: the rest
 //
 // A tombstone and an expiry record carry the key alone.
 const cacheRecordVersion = 1
@@ -27,11 +28,16 @@ const maxCacheStoreKey = math.MaxUint16
 
 // cacheRecord is the payload of one log record of a log-backed cache.
 type cacheRecord struct {
-	Kind      flog.Kind // KindCachePut, KindCacheTombstone or KindCacheExpiry
+	Kind      flog.Kind // KindCachePut, KindCacheTombstone, KindCacheExpiry or KindCacheCopy
 	Key       string
-	ExpiresAt int64  // put only
-	Value     []byte // put only
+	ExpiresAt int64  // put and copy
+	Version   uint64 // copy only: the version of the put it copies
+	Value     []byte // put and copy
 }
+
+// holdsValue reports whether a record kind carries a value (a put or a
+// copy of one).
+func holdsValue(k flog.Kind) bool { return k == flog.KindCachePut || k == flog.KindCacheCopy }
 
 // cacheRecordError says why a cache record did not decode.
 type cacheRecordError struct{ reason string }
@@ -41,8 +47,11 @@ func (e *cacheRecordError) Error() string { return "core: cache record: " + e.re
 // Len is the record's encoded payload size.
 func (r *cacheRecord) Len() int {
 	n := 3 + len(r.Key)
-	if r.Kind == flog.KindCachePut {
+	if holdsValue(r.Kind) {
 		n += 8 + len(r.Value)
+	}
+	if r.Kind == flog.KindCacheCopy {
+		n += 8
 	}
 	return n
 }
@@ -56,19 +65,24 @@ func (r *cacheRecord) Append(buf []byte) []byte {
 	buf = append(buf, cacheRecordVersion)
 	buf = binary.BigEndian.AppendUint16(buf, uint16(len(r.Key)))
 	buf = append(buf, r.Key...)
-	if r.Kind == flog.KindCachePut {
+	if holdsValue(r.Kind) {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(r.ExpiresAt))
+	}
+	if r.Kind == flog.KindCacheCopy {
+		buf = binary.BigEndian.AppendUint64(buf, r.Version)
+	}
+	if holdsValue(r.Kind) {
 		buf = append(buf, r.Value...)
 	}
 	return buf
 }
 
 // parseCacheRecord decodes the payload of a record of kind. It checks
-// every length before it slices and allocates only the key; a put's value
+// every length before it slices and allocates only the key; a value
 // aliases b. n is the bytes consumed (all of b).
 func parseCacheRecord(kind flog.Kind, b []byte) (cacheRecord, int, error) {
 	switch kind {
-	case flog.KindCachePut, flog.KindCacheTombstone, flog.KindCacheExpiry:
+	case flog.KindCachePut, flog.KindCacheTombstone, flog.KindCacheExpiry, flog.KindCacheCopy:
 	default:
 		return cacheRecord{}, 0, &cacheRecordError{reason: fmt.Sprintf("kind %v is not a cache record", kind)}
 	}
@@ -84,19 +98,26 @@ func parseCacheRecord(kind flog.Kind, b []byte) (cacheRecord, int, error) {
 	}
 	r := cacheRecord{Kind: kind, Key: string(b[3 : 3+kl])}
 	rest := b[3+kl:]
-	if kind != flog.KindCachePut {
+	if !holdsValue(kind) {
 		if len(rest) != 0 {
 			return cacheRecord{}, 0, &cacheRecordError{reason: fmt.Sprintf("%d trailing bytes after a %v", len(rest), kind)}
 		}
 		return r, len(b), nil
 	}
-	if len(rest) < 8 {
-		return cacheRecord{}, 0, &cacheRecordError{reason: "put without its expiry"}
+	fixed := 8
+	if kind == flog.KindCacheCopy {
+		fixed = 16
+	}
+	if len(rest) < fixed {
+		return cacheRecord{}, 0, &cacheRecordError{reason: fmt.Sprintf("%v without its expiry or version", kind)}
 	}
 	r.ExpiresAt = int64(binary.BigEndian.Uint64(rest))
 	if r.ExpiresAt < 0 {
 		return cacheRecord{}, 0, &cacheRecordError{reason: fmt.Sprintf("negative expiry %d", r.ExpiresAt)}
 	}
-	r.Value = rest[8:]
+	if kind == flog.KindCacheCopy {
+		r.Version = binary.BigEndian.Uint64(rest[8:])
+	}
+	r.Value = rest[fixed:]
 	return r, len(b), nil
 }

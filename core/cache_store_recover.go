@@ -28,7 +28,7 @@ func (s *CacheStore) rebuild() error {
 	sized := func(n int) { idx = make(map[string]storeEntry, n) } // no rehashing while a million keys load
 	point, found, err := readCacheSnapshot(s.opts.FS, s.opts.Dir, sized, func(k string, e storeEntry) {
 		idx[k] = e
-		oldest = min(oldest, e.version)
+		oldest = min(oldest, e.loc)
 	})
 	usable := found && err == nil && point >= start && point <= next && oldest >= start
 	if found && !usable {
@@ -92,8 +92,8 @@ func (s *CacheStore) applyRecord(r *flog.Record) error {
 	if err != nil {
 		return fmt.Errorf("record at offset %d: %w", r.Offset, err)
 	}
-	if rec.Kind == flog.KindCachePut {
-		s.index[rec.Key] = storeEntry{version: r.Offset, expiresAt: rec.ExpiresAt}
+	if holdsValue(rec.Kind) {
+		s.index[rec.Key] = storeEntry{loc: r.Offset, expiresAt: rec.ExpiresAt}
 	} else {
 		delete(s.index, rec.Key)
 	}

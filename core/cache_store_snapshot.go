@@ -26,7 +26,8 @@ import (
 //	version  u8      1
 //	point    u64     every record below it is reflected
 //	count    u64     entries that follow
-//	entries  count × (key_len u16 | key | version u64 | expires_at i64)
+//	entries  count × (key_len u16 | key | offset u64 | expires_at i64)
+//	         offset: the record holding the value (its put, or compaction's copy)
 //	crc      u32     CRC32C of every byte before it
 //
 // It is written to a temporary file, fsynced, renamed over the old one
@@ -155,7 +156,7 @@ func writeSnapshotFile(ctx context.Context, f flog.File, point uint64, entries [
 		se := &entries[i]
 		w.buf = binary.BigEndian.AppendUint16(w.buf, uint16(len(se.key)))
 		w.buf = append(w.buf, se.key...)
-		w.buf = binary.BigEndian.AppendUint64(w.buf, se.e.version)
+		w.buf = binary.BigEndian.AppendUint64(w.buf, se.e.loc)
 		w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(se.e.expiresAt))
 		if err := w.maybeFlush(); err != nil {
 			return err
@@ -250,9 +251,9 @@ func readSnapshotBody(r *bufio.Reader, size int64, sized func(int), fn func(stri
 			return 0, fmt.Errorf("%w: entry %d: %v", errSnapshotCorrupt, i, err)
 		}
 		left -= int64(n) + cacheSnapEntryFixed
-		e := storeEntry{version: binary.BigEndian.Uint64(fixed[:8]), expiresAt: int64(binary.BigEndian.Uint64(fixed[8:]))}
-		if e.version >= point || e.expiresAt < 0 {
-			return 0, fmt.Errorf("%w: entry %d: version %d (point %d), expiry %d", errSnapshotCorrupt, i, e.version, point, e.expiresAt)
+		e := storeEntry{loc: binary.BigEndian.Uint64(fixed[:8]), expiresAt: int64(binary.BigEndian.Uint64(fixed[8:]))}
+		if e.loc >= point || e.expiresAt < 0 {
+			return 0, fmt.Errorf("%w: entry %d: offset %d (point %d), expiry %d", errSnapshotCorrupt, i, e.loc, point, e.expiresAt)
 		}
 		fn(string(key), e)
 	}

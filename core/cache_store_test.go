@@ -62,10 +62,10 @@ func (s *CacheStore) checkIndex() error {
 	for k, e := range s.index {
 		bytes += indexCost(k)
 		ttl += ttlCount(e)
-		if e.version < start || e.version >= next {
-			return fmt.Errorf("key %q: version %d outside [%d, %d)", k, e.version, start, next)
+		if e.loc < start || e.loc >= next {
+			return fmt.Errorf("key %q: offset %d outside [%d, %d)", k, e.loc, start, next)
 		}
-		if _, err := s.readValue(k, e); err != nil {
+		if _, _, err := s.readValue(k, e); err != nil {
 			return fmt.Errorf("key %q: %v", k, err)
 		}
 	}
@@ -107,7 +107,7 @@ func TestCacheRecordRoundTrip(t *testing.T) {
 			t.Fatalf("%+v: Len %d, encoded %d", r, r.Len(), len(b))
 		}
 		got, n, err := parseCacheRecord(r.Kind, b)
-		if err != nil || n != len(b) || got.Key != r.Key || got.ExpiresAt != r.ExpiresAt || !bytes.Equal(got.Value, r.Value) {
+		if err != nil || n != len(b) || got.Key != r.Key || got.ExpiresAt != r.ExpiresAt || got.Version != r.Version || !bytes.Equal(got.Value, r.Value) {
 			t.Fatalf("%+v: got %+v, %d, %v", r, got, n, err)
 		}
 	}
@@ -126,6 +126,7 @@ func cacheRecordSeeds() []cacheRecord {
 		{Kind: flog.KindCachePut, Key: "key", Value: bytes.Repeat([]byte{7}, 300), ExpiresAt: 1 << 62},
 		{Kind: flog.KindCacheTombstone, Key: "gone"},
 		{Kind: flog.KindCacheExpiry, Key: "lapsed"},
+		{Kind: flog.KindCacheCopy, Key: "cold", Value: []byte("kept"), ExpiresAt: 5, Version: 12345},
 	}
 }
 
