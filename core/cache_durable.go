@@ -109,6 +109,10 @@ func readOffsetBase(dir string) (uint64, error) {
 func (c *Cache) attachStore(st *CacheStore, base uint64) error {
 	c.store, c.log.offBase = st, base
 	c.log.next = base + st.NextOffset()
+	per := st.Len()/len(c.shards) + st.Len()/len(c.shards)/8 // keys hash evenly; no rehashing while they load
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]cacheEntry, per)
+	}
 	return st.ScanLive(func(key string, value []byte, version uint64, expiresAt int64) {
 		s := c.shard(key)
 		s.m[key] = cacheEntry{value: value, expiresAt: expiresAt, offset: base + version}
