@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -319,5 +323,139 @@ func TestDurableCacheCompactionCopiesKeepVersionsAndAreNoChanges(t *testing.T) {
 	}
 	if err := c.Put("later", []byte("y"), 0, testNow); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// crashVal is a key's value as the crash script expects it.
+type crashVal struct {
+	v   string
+	ver uint64    // 0: any (a write whose answer was lost)
+	exp time.Time // zero: never
+}
+
+// present reports whether the value is live at now.
+func (v *crashVal) present(now time.Time) bool {
+	return v != nil && (v.exp.IsZero() || now.Before(v.exp))
+}
+
+// TestDurableCacheRecoversFromACrashAtEveryStep: the broker's log-backed
+// cache, killed at every file operation of a script of puts, deletes,
+// conditional writes, expiries and compactions, restarts with every
+// acknowledged write and its version; the write in flight is wholly
+// there or absent; no refused write left anything behind.
+func TestDurableCacheRecoversFromACrashAtEveryStep(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	root := t.TempDir()
+	for step := 0; ; step++ {
+		dir := filepath.Join(root, fmt.Sprint(step))
+		crash := faultfs.NewCrash(flog.OSFS())
+		crash.Arm(step)
+		st := StorageConfig{Dir: dir, Fsync: flog.FsyncAlways, SegmentBytes: 512, CacheCompactInterval: -1, Logger: quiet}
+		crashing := st
+		crashing.FS = crash
+		clk := newStoreClock()
+		acked := map[string]*crashVal{}
+		maybe := map[string]*crashVal{}
+		b := NewBroker(Config{CacheShards: 4, Storage: &crashing})
+		if err := b.ApplyCache(durableCacheSpec); err == nil {
+			c, _ := b.Cache(CacheKey{"t", "ns", "c"})
+			runCrashScript(c, clk, func(k string, v *crashVal, ok bool) {
+				if ok {
+					acked[k] = v
+				} else {
+					maybe[k] = v
+				}
+			})
+		}
+		b.Close()
+		crashed := crash.Crashed()
+
+		b = NewBroker(Config{CacheShards: 4, Storage: &st})
+		if err := b.ApplyCache(durableCacheSpec); err != nil {
+			t.Fatalf("crash at step %d: reopen: %v", step, err)
+		}
+		c, _ := b.Cache(CacheKey{"t", "ns", "c"})
+		now := clk.Now()
+		for _, k := range []string{"cold", "a", "b", "c"} {
+			v, ver, ok := c.GetVersioned(k, now)
+			if m, inFlight := maybe[k]; inFlight && ((!m.present(now) && !ok) || (m.present(now) && ok && string(v) == m.v)) {
+				continue
+			}
+			want := acked[k]
+			if ok != want.present(now) || (ok && (string(v) != want.v || ver != want.ver)) {
+				t.Fatalf("crash at step %d: %s is %q at %d (%v), acknowledged %+v, in flight %+v", step, k, v, ver, ok, want, maybe[k])
+			}
+		}
+		start := c.store.StartOffset()
+		b.Close()
+		os.RemoveAll(dir)
+		if !crashed {
+			if step < 50 || start == 0 {
+				t.Fatalf("the script ran through after %d steps, its log starting at %d", step, start)
+			}
+			t.Logf("crashed at each of %d steps", step)
+			return
+		}
+	}
+}
+
+// runCrashScript drives c until a write fails, reporting each write's
+// outcome: ok with the key's new value (nil: deleted), or not ok with
+// what the failed write may have left (nil: deleted).
+func runCrashScript(c *Cache, clk *storeClock, report func(k string, v *crashVal, ok bool)) {
+	put := func(k, v string, ttl time.Duration) bool {
+		var exp time.Time
+		if ttl > 0 {
+			exp = clk.Now().Add(ttl)
+		}
+		if err := c.Put(k, []byte(v), ttl, clk.Now()); err != nil {
+			report(k, &crashVal{v: v, exp: exp}, false)
+			return false
+		}
+		report(k, &crashVal{v: v, ver: entryOffset(c, k), exp: exp}, true)
+		return true
+	}
+	if !put("cold", "once", 0) {
+		return
+	}
+	keys := []string{"a", "b", "c"}
+	for i := range 40 {
+		k := keys[i%3]
+		switch {
+		case i%10 == 9:
+			if _, err := c.store.Compact(context.Background()); err != nil {
+				return
+			}
+		case i%7 == 6:
+			if _, _, err := c.Delete(k, clk.Now()); err != nil {
+				report(k, nil, false)
+				return
+			}
+			report(k, nil, true)
+		case i%5 == 4:
+			v := fmt.Sprint("if", i)
+			r, err := c.PutIf(k, []byte(v), 0, CondAbsent(), clk.Now())
+			if err != nil {
+				report(k, &crashVal{v: v}, false)
+				return
+			}
+			if r.Applied {
+				report(k, &crashVal{v: v, ver: r.Version}, true)
+			}
+		case i%8 == 7:
+			clk.Add(time.Minute) // the ttl puts lapse; the sweep writes their expiries
+			c.Sweep(clk.Now())
+			if c.store.log.Err() != nil {
+				return
+			}
+		default:
+			ttl := time.Duration(0)
+			if i%4 == 0 {
+				ttl = 30 * time.Second
+			}
+			if !put(k, fmt.Sprint("v", i, strings.Repeat("x", 40)), ttl) {
+				return
+			}
+		}
 	}
 }
