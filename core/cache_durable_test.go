@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,11 @@ func TestDurableCacheKeepsEntriesTTLsAndWatchOffsetsAcrossRestart(t *testing.T) 
 	}
 	if v, ok := c.Get("a", testNow); !ok || string(v) != "3" {
 		t.Fatalf("a = %q %v", v, ok)
+	}
+	var prom bytes.Buffer
+	b.Metrics().WritePrometheus(&prom)
+	if used, _ := c.store.IndexBytes(); used == 0 || !strings.Contains(prom.String(), fmt.Sprintf("felix_cache_index_bytes %d\n", used)) {
+		t.Fatalf("felix_cache_index_bytes is not the index's %d bytes:\n%s", used, prom.String())
 	}
 	if _, ok := c.Get("gone", testNow); ok {
 		t.Fatal("a deleted key came back")
