@@ -169,6 +169,5 @@ func (c *Cache) logHistory(from uint64, w *CacheWatch) ([]*CacheChange, bool) {
 
 // errCacheStorage refuses a durable cache whose log cannot be opened.
 func errCacheStorage(k CacheKey, err error) *wire.Error {
-	return wire.NewError(wire.CodeShardUnavailable, "cache %s/%s/%s: its log cannot be opened: %v", k.Tenant, k.Namespace, k.Cache, err).
-		WithDetail(wire.DetailReason, "log_unavailable")
+	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "cache %s/%s/%s: its log cannot be opened: %v", k.Tenant, k.Namespace, k.Cache, err), err)
 }

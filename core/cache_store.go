@@ -491,23 +491,19 @@ func (s *CacheStore) indexFullError(key string) *wire.Error {
 		WithDetail("limit", "index_bytes").WithDetail("limit_bytes", s.opts.MaxIndexBytes)
 }
 
-// storeError maps a log failure to what a client is told: a full disk is
-// overloaded (storage_full), a closed store draining, anything else
-// shard_unavailable.
+// storeError maps a log failure to what a client is told, as a durable
+// stream shard does: a full disk is overloaded (storage_full), a closed
+// store draining, anything else shard_unavailable with the log's reason.
 func (s *CacheStore) storeError(err error) error {
 	switch {
 	case errors.Is(err, flog.ErrNoSpace):
-		return wire.NewOverloaded("storage_full", time.Second, "durable storage is full; the cache write was not made: %v", err)
+		return errStorageFull("cache write", err)
 	case errors.Is(err, flog.ErrClosed):
 		return wire.NewError(wire.CodeDraining, "cache shard %s is closed", s.opts.Dir).WithDetail(wire.DetailReason, "closed")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	reason := "log_unavailable"
-	if errors.Is(err, flog.ErrFailed) {
-		reason = "log_failed"
-	}
-	return wire.NewError(wire.CodeShardUnavailable, "cache shard %s is unavailable: %v", s.opts.Dir, err).WithDetail(wire.DetailReason, reason)
+	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "cache shard %s is unavailable: %v", s.opts.Dir, err), err)
 }
 
 // Close stops the maintenance loop and closes the log (fsyncing it).

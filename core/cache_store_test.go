@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -312,5 +314,61 @@ func TestCacheStoreGetWaitsForDurability(t *testing.T) {
 	}
 	if d := s.log.DurableOffset(); d <= w.Offset {
 		t.Fatalf("get returned with durable offset %d, put at %d", d, w.Offset)
+	}
+}
+
+// fullFS fails every write with ENOSPC while full is set.
+type fullFS struct {
+	flog.FS
+	full atomic.Bool
+}
+
+func (f *fullFS) OpenFile(name string, flag int, perm os.FileMode) (flog.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &fullFile{File: file, fs: f}, nil
+}
+
+type fullFile struct {
+	flog.File
+	fs *fullFS
+}
+
+func (f *fullFile) Write(b []byte) (int, error) {
+	if f.fs.full.Load() {
+		return 0, &os.PathError{Op: "write", Path: "fullFS", Err: syscall.ENOSPC}
+	}
+	return f.File.Write(b)
+}
+
+// TestCacheStoreFullDiskRefusesAndRecovers: a write the disk has no room
+// for is refused overloaded (reason storage_full, retry_after), changes
+// nothing, and writes go on once there is room.
+func TestCacheStoreFullDiskRefusesAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	fsys := &fullFS{FS: flog.OSFS()}
+	o := storeOptions(t, t.TempDir())
+	o.FS = fsys
+	s := mustOpenStore(t, o)
+	if _, err := s.Put(ctx, "k", []byte("v1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fsys.full.Store(true)
+	_, err := s.Put(ctx, "k", []byte("v2"), 0)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeOverloaded || we.Reason() != "storage_full" || we.Retry != wire.RetryRetryAfter {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	if _, _, err := s.Delete(ctx, "k"); !errors.As(err, &we) || we.Reason() != "storage_full" {
+		t.Fatalf("delete on a full disk: %v", err)
+	}
+	if v, ok, _ := s.Get(ctx, "k", time.Now()); !ok || string(v.Value) != "v1" {
+		t.Fatalf("after the refusals k = %q %v", v.Value, ok)
+	}
+	fsys.full.Store(false)
+	if _, err := s.Put(ctx, "k", []byte("v3"), 0); err != nil {
+		t.Fatalf("put once there is room: %v", err)
 	}
 }

@@ -123,15 +123,29 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 	k := sh.stream.key
 	e := wire.NewError(wire.CodeShardUnavailable, "shard %d of stream %s/%s/%s is unavailable: %v", sh.index, k.Tenant, k.Namespace, k.Stream, cause).
 		WithDetail("shard", sh.index)
+	return withLogReason(e, cause)
+}
+
+// withLogReason adds to a shard_unavailable refusal why its log is not
+// serving: log_corrupt (with the segment and position), log_failed, or
+// log_unavailable. Durable streams and log-backed caches share it.
+func withLogReason(e *wire.Error, cause error) *wire.Error {
 	var ce *flog.CorruptionError
 	switch {
 	case errors.As(cause, &ce):
-		e = e.WithDetail("reason", "log_corrupt").WithDetail("segment", ce.Segment).WithDetail("position", ce.Position)
+		return e.WithDetail("reason", "log_corrupt").WithDetail("segment", ce.Segment).WithDetail("position", ce.Position)
 	case errors.Is(cause, flog.ErrFailed):
-		e = e.WithDetail("reason", "log_failed")
-	default:
-		e = e.WithDetail("reason", "log_unavailable")
+		return e.WithDetail("reason", "log_failed")
 	}
+	return e.WithDetail("reason", "log_unavailable")
+}
+
+// errStorageFull refuses a write the disk had no room for; nothing of it
+// was written. Durable streams and log-backed caches share it.
+func errStorageFull(what string, err error) *wire.Error {
+	e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the %s was not written: %v", what, err).
+		WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
+	e.Retry = wire.RetryRetryAfter
 	return e
 }
 
@@ -139,10 +153,7 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 func (sh *Shard) appendError(err error) *wire.Error {
 	if errors.Is(err, flog.ErrNoSpace) {
 		sh.metrics().durable.noSpace.Inc()
-		e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the publish was not written: %v", err).
-			WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
-		e.Retry = wire.RetryRetryAfter
-		return e
+		return errStorageFull("publish", err)
 	}
 	if errors.Is(err, flog.ErrClosed) {
 		return sh.errClosed()
