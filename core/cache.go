@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,14 @@ func (c *Cache) shard(key string) *cacheShard {
 // write the log refuses (a full disk, a failed log, the key index at its
 // bound) is refused and changes nothing.
 func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) error {
+	if err := c.PutStaged(key, value, ttl, now); err != nil {
+		return err
+	}
+	return c.WaitStaged(context.Background())
+}
+
+// PutStaged is Put without the wait for the log (see WaitStaged).
+func (c *Cache) PutStaged(key string, value []byte, ttl time.Duration, now time.Time) error {
 	if ttl < 0 {
 		return wire.NewError(wire.CodeInvalidRequest, "negative ttl %v", ttl)
 	}
@@ -122,7 +131,7 @@ func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) 
 			return c.fullError()
 		}
 	}
-	off, w, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	off, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
 	if err != nil {
 		c.entries.Add(-dEntries)
 		c.bytes.Add(-dBytes)
@@ -132,7 +141,7 @@ func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) 
 	e.offset = off
 	s.m[key] = e
 	s.mu.Unlock()
-	return c.waitDurable(w)
+	return nil
 }
 
 func expiry(now time.Time, ttl time.Duration) int64 {
@@ -181,6 +190,15 @@ func (c *Cache) fullError() error {
 // that failed meanwhile makes the key read as absent (writes report the
 // failure).
 func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
+	v, ok := c.GetStaged(key, now)
+	if c.WaitStaged(context.Background()) != nil {
+		return nil, false
+	}
+	return v, ok
+}
+
+// GetStaged is Get without the wait for the log (see WaitStaged).
+func (c *Cache) GetStaged(key string, now time.Time) ([]byte, bool) {
 	s := c.shard(key)
 	s.mu.Lock()
 	e, ok := s.m[key]
@@ -191,7 +209,7 @@ func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 		ok = false
 	}
 	s.mu.Unlock()
-	if c.waitReadable() != nil || !ok {
+	if !ok {
 		return nil, false
 	}
 	return e.value, true
@@ -202,6 +220,18 @@ func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
 // tombstone is in the log under the fsync policy; a tombstone the log
 // refuses leaves the key in place and is the error.
 func (c *Cache) Delete(key string, now time.Time) ([]byte, bool, error) {
+	v, ok, err := c.DeleteStaged(key, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, ok, nil
+}
+
+// DeleteStaged is Delete without the wait for the log (see WaitStaged).
+func (c *Cache) DeleteStaged(key string, now time.Time) ([]byte, bool, error) {
 	s := c.shard(key)
 	s.mu.Lock()
 	e, ok := s.m[key]
@@ -210,16 +240,13 @@ func (c *Cache) Delete(key string, now time.Time) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if e.expired(now.UnixNano()) {
-		_, err := c.removeLocked(s, key, e, wire.CacheOpExpire)
+		err := c.removeLocked(s, key, e, wire.CacheOpExpire)
 		s.mu.Unlock()
 		return nil, false, err
 	}
-	w, err := c.removeLocked(s, key, e, wire.CacheOpDelete)
+	err := c.removeLocked(s, key, e, wire.CacheOpDelete)
 	s.mu.Unlock()
 	if err != nil {
-		return nil, false, err
-	}
-	if err := c.waitDurable(w); err != nil {
 		return nil, false, err
 	}
 	return e.value, true, nil
@@ -227,15 +254,14 @@ func (c *Cache) Delete(key string, now time.Time) ([]byte, bool, error) {
 
 // removeLocked removes key's entry e from s (whose lock the caller holds)
 // as an applied write of op. A write the log refuses removes nothing.
-func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) (CacheStoreWrite, error) {
-	_, w, err := c.record(op, key, nil, 0)
-	if err != nil {
-		return w, err
+func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) error {
+	if _, err := c.record(op, key, nil, 0); err != nil {
+		return err
 	}
 	delete(s.m, key)
 	c.entries.Add(-1)
 	c.bytes.Add(-entrySize(key, e.value))
-	return w, nil
+	return nil
 }
 
 // Sweep removes every entry expired at now and returns how many it
@@ -258,7 +284,7 @@ func (c *Cache) sweepLocked(s *cacheShard, now int64) int {
 		if !e.expired(now) {
 			continue
 		}
-		if _, err := c.removeLocked(s, k, e, wire.CacheOpExpire); err != nil {
+		if err := c.removeLocked(s, k, e, wire.CacheOpExpire); err != nil {
 			return n // the log refuses writes: the next sweep tries again
 		}
 		n++

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"time"
 
 	"github.com/felixmq/felix/wire"
@@ -88,6 +89,18 @@ func (c *Cache) checkEntry(key string, value []byte, ttl time.Duration) error {
 // (invalid_request), or a write that would pass the cache's bounds
 // (overloaded, reason cache_full), checked only once the condition holds.
 func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
+	r, err := c.PutIfStaged(key, value, ttl, cond, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return CondResult{}, err
+	}
+	return r, nil
+}
+
+// PutIfStaged is PutIf without the wait for the log (see WaitStaged).
+func (c *Cache) PutIfStaged(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
 	if err := c.checkEntry(key, value, ttl); err != nil {
 		return CondResult{}, err
 	}
@@ -96,7 +109,7 @@ func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCon
 	s.mu.Lock()
 	if cur, live := liveLocked(s, key, ns); !cond.holds(cur, live) {
 		s.mu.Unlock()
-		return refusedBy(cur, live), c.waitReadable()
+		return refusedBy(cur, live), nil
 	}
 	size := entrySize(key, value)
 	dEntries, dBytes, ok := c.reserve(s, key, size)
@@ -108,7 +121,7 @@ func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCon
 		}
 	}
 	e := cacheEntry{value: append(make([]byte, 0, len(value)), value...), expiresAt: expiry(now, ttl)}
-	off, w, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	off, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
 	if err != nil {
 		c.entries.Add(-dEntries)
 		c.bytes.Add(-dBytes)
@@ -118,9 +131,6 @@ func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCon
 	e.offset = off
 	s.m[key] = e
 	s.mu.Unlock()
-	if err := c.waitDurable(w); err != nil {
-		return CondResult{}, err
-	}
 	return CondResult{Applied: true, Version: e.offset, HasVersion: true}, nil
 }
 
@@ -130,18 +140,27 @@ func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCon
 // in-memory cache never fails one; the log-backed cache's tombstone is a
 // write that can.
 func (c *Cache) DeleteIf(key string, version uint64, now time.Time) (CondResult, error) {
+	r, err := c.DeleteIfStaged(key, version, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return CondResult{}, err
+	}
+	return r, nil
+}
+
+// DeleteIfStaged is DeleteIf without the wait for the log (see WaitStaged).
+func (c *Cache) DeleteIfStaged(key string, version uint64, now time.Time) (CondResult, error) {
 	s := c.shard(key)
 	s.mu.Lock()
 	cur, live := liveLocked(s, key, now.UnixNano())
 	if !CondVersion(version).holds(cur, live) {
 		s.mu.Unlock()
-		return refusedBy(cur, live), c.waitReadable()
+		return refusedBy(cur, live), nil
 	}
-	w, err := c.removeLocked(s, key, cur, wire.CacheOpDelete)
+	err := c.removeLocked(s, key, cur, wire.CacheOpDelete)
 	s.mu.Unlock()
-	if err == nil {
-		err = c.waitDurable(w)
-	}
 	if err != nil {
 		return CondResult{}, err
 	}
@@ -152,6 +171,16 @@ func (c *Cache) DeleteIf(key string, version uint64, now time.Time) (CondResult,
 // that wrote it. An expired entry is absent (and removed, as Get does).
 // The returned slice is shared with the cache: do not modify it.
 func (c *Cache) GetVersioned(key string, now time.Time) (value []byte, version uint64, ok bool) {
+	value, version, ok = c.GetVersionedStaged(key, now)
+	if c.WaitStaged(context.Background()) != nil {
+		return nil, 0, false
+	}
+	return value, version, ok
+}
+
+// GetVersionedStaged is GetVersioned without the wait for the log (see
+// WaitStaged).
+func (c *Cache) GetVersionedStaged(key string, now time.Time) (value []byte, version uint64, ok bool) {
 	s := c.shard(key)
 	s.mu.Lock()
 	e, found := s.m[key]
@@ -160,7 +189,7 @@ func (c *Cache) GetVersioned(key string, now time.Time) (value []byte, version u
 		found = false
 	}
 	s.mu.Unlock()
-	if c.waitReadable() != nil || !found {
+	if !found {
 		return nil, 0, false
 	}
 	return e.value, e.offset, true

@@ -205,11 +205,11 @@ type cacheLog struct {
 
 // record assigns the next offset to an applied write of op on key (the
 // caller holds key's shard lock) and hands the change to the history and
-// the matching watches. It returns the offset. On a durable cache the
-// write is first appended to the log, whose offset it takes, and the
-// append is returned for waitDurable; a write the log refuses takes no
-// offset, reaches no watch, and is the error.
-func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) (uint64, CacheStoreWrite, error) {
+// the matching watches. It returns the offset. On a log-backed cache the
+// write is first appended to the log, whose offset it takes (WaitStaged
+// waits for it); a write the log refuses takes no offset, reaches no
+// watch, and is the error.
+func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) (uint64, error) {
 	l := &c.log
 	l.logMu.Lock()
 	defer l.logMu.Unlock()
@@ -222,7 +222,7 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 			sw, err = c.store.AppendRemove(key, op == wire.CacheOpExpire)
 		}
 		if err != nil {
-			return 0, sw, err
+			return 0, err
 		}
 		// The log's offsets are the cache's, but for those compaction's
 		// copies took in between, which no write has.
@@ -234,7 +234,7 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 	off := l.next
 	l.next++
 	if l.history == nil && len(l.keyed) == 0 && len(l.prefix) == 0 {
-		return off, sw, nil
+		return off, nil
 	}
 	ch := &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
 	if l.history != nil {
@@ -254,27 +254,27 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 	for _, w := range lagged {
 		l.unregisterLocked(w)
 	}
-	return off, sw, nil
+	return off, nil
 }
 
-// waitReadable waits until every write a log-backed cache has appended
-// is durable, so that what a reader saw under the shard lock is; for an
-// in-memory cache it returns at once.
-func (c *Cache) waitReadable() error {
+// WaitStaged returns once every write a log-backed cache has applied so
+// far is durable under its fsync policy (at once for an in-memory cache),
+// or ctx ends. The Staged forms of the cache's operations apply (or read)
+// and return without it: a caller that applies many of them in order, as
+// the broker does for the requests of one stream, answers each after a
+// WaitStaged, and concurrent waits share the log's fsyncs. An answer
+// given before it could reflect a write a crash takes back. The plain
+// forms are their Staged form and then WaitStaged.
+func (c *Cache) WaitStaged(ctx context.Context) error {
 	if c.store == nil {
 		return nil
 	}
-	return c.store.WaitWritten(context.Background())
+	return c.store.WaitWritten(ctx)
 }
 
-// waitDurable waits until a durable cache's write is in its log under the
-// fsync policy; for an in-memory cache it returns at once.
-func (c *Cache) waitDurable(w CacheStoreWrite) error {
-	if c.store == nil {
-		return nil
-	}
-	return c.store.Wait(context.Background(), w)
-}
+// LogBacked reports whether the cache keeps a log (the broker has durable
+// storage), so that its answers must wait for WaitStaged.
+func (c *Cache) LogBacked() bool { return c.store != nil }
 
 func (l *cacheLog) registerLocked(w *CacheWatch) {
 	w.registered = true

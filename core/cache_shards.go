@@ -44,7 +44,7 @@ func (c *Cache) DropShard(shard, shards uint32, cause error) int {
 			}
 			n++
 			if c.store != nil {
-				if _, err := c.removeLocked(s, k, e, wire.CacheOpDelete); err == nil {
+				if err := c.removeLocked(s, k, e, wire.CacheOpDelete); err == nil {
 					continue
 				}
 			}
