@@ -27,16 +27,23 @@ const (
 	// from an old segment, carrying the version (offset) of the put that
 	// wrote it; it is not a write.
 	KindCacheCopy Kind = 0x13
+	// KindCounterDelta adds a signed delta to a counter of a log-backed
+	// cache (its own counter log, beside the cache's).
+	KindCounterDelta Kind = 0x14
+	// KindCounterCheckpoint sets a counter to the sum it had when
+	// compaction wrote it; the deltas before it may then be dropped.
+	KindCounterCheckpoint Kind = 0x15
 
 	// 0x02–0x0f: more stream and replication kinds.
-	// 0x14–0x1f: more cache kinds (counters among them).
+	// 0x16–0x1f: more cache kinds.
 	// 0x20–0x2f: reserved for idempotent-producer state.
 	// 0x30–0x3f: reserved for consumer groups (cursors, dead letters).
 	// 0x40–0xff: unassigned.
 )
 
 // String names a kind: "data", "generation-start", "cache-put",
-// "cache-tombstone", "cache-expiry", "cache-copy", or "kind(0xNN)" for one this build
+// "cache-tombstone", "cache-expiry", "cache-copy", "counter-delta",
+// "counter-checkpoint", or "kind(0xNN)" for one this build
 // has no name for.
 func (k Kind) String() string {
 	switch k {
@@ -52,6 +59,10 @@ func (k Kind) String() string {
 		return "cache-expiry"
 	case KindCacheCopy:
 		return "cache-copy"
+	case KindCounterDelta:
+		return "counter-delta"
+	case KindCounterCheckpoint:
+		return "counter-checkpoint"
 	}
 	return fmt.Sprintf("kind(0x%02x)", uint8(k))
 }

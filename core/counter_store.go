@@ -1,0 +1,336 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"sync"
+	"time"
+
+	flog "github.com/felixmq/felix/log"
+	"github.com/felixmq/felix/wire"
+)
+
+// CounterStore is the counter log of a log-backed cache: its own segment
+// log, beside the cache's, whose records are signed deltas
+// (KindCounterDelta) and compaction's checkpoints (KindCounterCheckpoint).
+// The sums live in memory, folded from the log at open: a delta adds to
+// its key's sum, a checkpoint sets it. A key with no record was never
+// written, which is not a sum of zero.
+//
+// Adds append under the store's lock, so the sums change in log order,
+// and return once the bytes are in the OS; Wait makes them durable under
+// the fsync policy, and concurrent waiters share one fsync (the log's
+// group commit). A Get waits for every add appended before it to be
+// durable, so no reader sees a sum a crash could take back.
+type CounterStore struct {
+	opts    CounterStoreOptions // defaults filled; immutable
+	log     *flog.Log
+	ctx     context.Context // cancelled by Close: stops the maintenance loop
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	compact chan struct{} // one slot: one compaction at a time
+
+	// mu guards the fields below. Adders hold it across their log append
+	// (the log never calls back), so the sums follow the log's order.
+	mu sync.Mutex
+	// sums holds every counter ever written and not lost to a crash.
+	// Invariant: folding the retained log from its start gives sums;
+	// indexBytes == Σ counterCost(key) over it.
+	sums       map[string]int64
+	indexBytes int64
+	// last is the newest append, which a reader waits for.
+	last flog.Appended
+	// compactedAt is the log's next offset when the last compaction
+	// took its keys (0: none since open).
+	compactedAt uint64
+	closed      bool
+}
+
+// CounterStoreOptions configure OpenCounterStore. Zero values take the
+// documented defaults.
+type CounterStoreOptions struct {
+	// Dir holds the counter log. Required.
+	Dir string
+	// SegmentBytes is the log's segment size. Default 64 MiB.
+	SegmentBytes int64
+	// Fsync and FsyncInterval are the log's policy (default periodic,
+	// every 250 ms): the cache's.
+	Fsync         flog.FsyncPolicy
+	FsyncInterval time.Duration
+	// MaxIndexBytes bounds the sums' memory; an add to a new key that
+	// would pass it is refused (overloaded, reason cache_full). Default
+	// DefaultCacheIndexBytes.
+	MaxIndexBytes int64
+	// CompactEvery is how often the maintenance loop considers a
+	// compaction; 0 runs none (call Compact).
+	CompactEvery time.Duration
+	// CompactMinRecords is how many records must follow the last
+	// compaction, and at least twice the keys as many, before the loop
+	// compacts. Default 65536.
+	CompactMinRecords uint64
+	// Now is the clock of record times. Default time.Now.
+	Now func() time.Time
+	// FS replaces the real file system (tests inject crashes).
+	FS flog.FS
+	// Logger receives recovery and maintenance reports. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o CounterStoreOptions) withDefaults() CounterStoreOptions {
+	if o.MaxIndexBytes == 0 {
+		o.MaxIndexBytes = DefaultCacheIndexBytes
+	}
+	if o.CompactMinRecords == 0 {
+		o.CompactMinRecords = DefaultCacheCompactMinRecords
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.FS == nil {
+		o.FS = flog.OSFS()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o CounterStoreOptions) validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("core: CounterStoreOptions.Dir is empty"))
+	}
+	if o.MaxIndexBytes < 0 {
+		errs = append(errs, fmt.Errorf("core: CounterStoreOptions.MaxIndexBytes %d is negative", o.MaxIndexBytes))
+	}
+	if o.CompactEvery < 0 {
+		errs = append(errs, fmt.Errorf("core: CounterStoreOptions.CompactEvery %v is negative", o.CompactEvery))
+	}
+	return errors.Join(errs...)
+}
+
+// counterEntryBytes is what one counter costs in memory beyond its key's
+// bytes: a map slot of a 16-byte string header and an 8-byte sum with
+// the table's slack, rounded up as the cache index's accounting is.
+const counterEntryBytes = 80
+
+func counterCost(key string) int64 { return counterEntryBytes + int64(len(key)) }
+
+// OpenCounterStore opens (creating if needed) the counter log in o.Dir
+// and folds it into the sums. A log the recovery refuses or a record that
+// is not a valid counter record fail the open.
+func OpenCounterStore(o CounterStoreOptions) (*CounterStore, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
+	}
+	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
+		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS})
+	if err != nil {
+		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
+	}
+	s := &CounterStore{opts: o, log: lg, compact: make(chan struct{}, 1), sums: map[string]int64{}}
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	if err := s.fold(lg.StartOffset(), lg.NextOffset()); err != nil {
+		s.stop()
+		lg.Close()
+		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
+	}
+	for k := range s.sums {
+		s.indexBytes += counterCost(k)
+	}
+	if o.CompactEvery > 0 {
+		s.wg.Add(1)
+		go s.maintain()
+	}
+	return s, nil
+}
+
+// fold applies the records [from, to) to the sums.
+func (s *CounterStore) fold(from, to uint64) error {
+	for from < to {
+		recs, n, err := s.log.Read(from, to, replayBatchRecords, replayBatchBytes)
+		if err != nil {
+			return fmt.Errorf("fold from %d: %w", from, err)
+		}
+		if len(recs) == 0 {
+			return fmt.Errorf("fold from %d: the log returned nothing before %d", from, to)
+		}
+		for i := range recs {
+			rec, _, err := parseCounterRecord(recs[i].Kind, recs[i].Payload)
+			if err != nil {
+				return fmt.Errorf("record at offset %d: %w", recs[i].Offset, err)
+			}
+			if rec.Kind == flog.KindCounterCheckpoint {
+				s.sums[rec.Key] = rec.Value
+				continue
+			}
+			sum, ok := addInt64(s.sums[rec.Key], rec.Value)
+			if !ok {
+				return fmt.Errorf("record at offset %d: delta %d overflows the sum %d of %q", recs[i].Offset, rec.Value, s.sums[rec.Key], rec.Key)
+			}
+			s.sums[rec.Key] = sum
+		}
+		from = n
+	}
+	return nil
+}
+
+// addInt64 returns a+b, or ok false when it overflows int64.
+func addInt64(a, b int64) (int64, bool) {
+	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// CounterWrite identifies one appended add, for Wait.
+type CounterWrite struct {
+	// Offset is the delta's offset in the counter log.
+	Offset uint64
+	app    flog.Appended
+}
+
+// AppendAdd appends a delta to key and returns the sum including it,
+// once the record is in the OS (Wait makes it durable). A sum that would
+// overflow int64 is refused (invalid_request, reason counter_overflow)
+// and appends nothing; so is a new key the memory bound cannot take
+// (overloaded, reason cache_full).
+func (s *CounterStore) AppendAdd(key string, delta int64) (int64, CounterWrite, error) {
+	if len(key) > maxCacheStoreKey {
+		return 0, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest, "counter key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	}
+	rec := counterRecord{Kind: flog.KindCounterDelta, Key: key, Value: delta}
+	payload := rec.Append(make([]byte, 0, rec.Len()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.sums[key]
+	sum, ok := addInt64(old, delta)
+	if !ok {
+		return old, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest,
+			"counter %q: adding %d to its sum %d would overflow a signed 64-bit integer; nothing was added", key, delta, old).
+			WithDetail(wire.DetailReason, "counter_overflow")
+	}
+	if !exists && s.indexBytes+counterCost(key) > s.opts.MaxIndexBytes {
+		return 0, CounterWrite{}, wire.NewOverloaded(wire.ReasonCacheFull, 0,
+			"counter log %s: the counters' memory is at its bound of %d bytes (%d used, %d counters; a new one of %d bytes costs %d)",
+			s.opts.Dir, s.opts.MaxIndexBytes, s.indexBytes, len(s.sums), len(key), counterCost(key)).
+			WithDetail("limit", "index_bytes").WithDetail("limit_bytes", s.opts.MaxIndexBytes)
+	}
+	w, err := s.appendLocked(flog.Entry{Kind: flog.KindCounterDelta, Payload: payload})
+	if err != nil {
+		return 0, CounterWrite{}, err
+	}
+	if !exists {
+		s.indexBytes += counterCost(key)
+	}
+	s.sums[key] = sum
+	return sum, w, nil
+}
+
+// Add is AppendAdd then Wait: it returns the sum once the delta is
+// durable under the policy.
+func (s *CounterStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	sum, w, err := s.AppendAdd(key, delta)
+	if err != nil {
+		return 0, err
+	}
+	return sum, s.Wait(ctx, w)
+}
+
+// Peek returns key's sum as the log has it, durable or not: ok is false
+// when the key was never written. Pair it with WaitWritten.
+func (s *CounterStore) Peek(key string) (sum int64, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, false, s.storeError(flog.ErrClosed)
+	}
+	sum, ok = s.sums[key]
+	return sum, ok, nil
+}
+
+// Get returns key's sum (ok false: never written), after every add
+// appended before it is durable.
+func (s *CounterStore) Get(ctx context.Context, key string) (int64, bool, error) {
+	sum, ok, err := s.Peek(key)
+	if err != nil {
+		return 0, false, err
+	}
+	return sum, ok, s.WaitWritten(ctx)
+}
+
+// Wait returns once w is durable under the fsync policy.
+func (s *CounterStore) Wait(ctx context.Context, w CounterWrite) error {
+	if err := s.log.Wait(ctx, w.app); err != nil {
+		return s.storeError(err)
+	}
+	return nil
+}
+
+// WaitWritten returns once every add appended so far is durable.
+func (s *CounterStore) WaitWritten(ctx context.Context) error {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	return s.Wait(ctx, CounterWrite{app: last})
+}
+
+// Len is how many counters the store holds.
+func (s *CounterStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sums)
+}
+
+// StartOffset is the oldest offset the counter log retains.
+func (s *CounterStore) StartOffset() uint64 { return s.log.StartOffset() }
+
+// NextOffset is the offset the next record takes.
+func (s *CounterStore) NextOffset() uint64 { return s.log.NextOffset() }
+
+func (s *CounterStore) appendLocked(entries ...flog.Entry) (CounterWrite, error) {
+	if s.closed {
+		return CounterWrite{}, s.storeError(flog.ErrClosed)
+	}
+	app, err := s.log.AppendEntries(entries, "", uint64(max(0, s.opts.Now().UnixMicro())))
+	if err != nil {
+		return CounterWrite{}, s.storeError(err)
+	}
+	s.last = app
+	return CounterWrite{Offset: app.Base, app: app}, nil
+}
+
+// storeError maps a log failure as the cache store does.
+func (s *CounterStore) storeError(err error) error {
+	switch {
+	case errors.Is(err, flog.ErrNoSpace):
+		return errStorageFull("counter add", err)
+	case errors.Is(err, flog.ErrClosed):
+		return wire.NewError(wire.CodeDraining, "counter log %s is closed", s.opts.Dir).WithDetail(wire.DetailReason, "closed")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "counter log %s is unavailable: %v", s.opts.Dir, err), err)
+}
+
+// Close stops the maintenance loop and closes the log (fsyncing it).
+func (s *CounterStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	return s.log.Close()
+}
