@@ -219,6 +219,11 @@ func (b *Broker) ApplyCache(spec wire.CacheSpec) error {
 				st.Close()
 			}
 		}
+		if err == nil {
+			if c.counters, err = b.openCounterStore(k, spec.Incarnation); err != nil {
+				st.Close()
+			}
+		}
 		if err != nil {
 			b.cfg.Storage.logger().Error("durable cache not served: its log cannot be opened",
 				"tenant", k.Tenant, "namespace", k.Namespace, "cache", k.Cache, "incarnation", spec.Incarnation, "err", err)

@@ -41,6 +41,9 @@ type Cache struct {
 	// write takes. nil for an in-memory cache. Set before the cache is
 	// shared and never changed.
 	store *CacheStore
+	// counters is the cache's counter log, beside store; nil exactly
+	// when store is. Set before the cache is shared and never changed.
+	counters *CounterStore
 	// incarnation is the catalog's incarnation of the cache (its files
 	// are the incarnation's).
 	incarnation string

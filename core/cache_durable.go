@@ -123,6 +123,7 @@ func (c *Cache) attachStore(st *CacheStore, base uint64) error {
 
 // closeStore closes a durable cache's log, keeping its files.
 func (c *Cache) closeStore() {
+	c.closeCounters()
 	if c.store == nil {
 		return
 	}

@@ -269,7 +269,13 @@ func (c *Cache) WaitStaged(ctx context.Context) error {
 	if c.store == nil {
 		return nil
 	}
-	return c.store.WaitWritten(ctx)
+	if err := c.store.WaitWritten(ctx); err != nil {
+		return err
+	}
+	if c.counters == nil {
+		return nil
+	}
+	return c.counters.WaitWritten(ctx)
 }
 
 // LogBacked reports whether the cache keeps a log (the broker has durable

@@ -49,6 +49,11 @@ func FuzzParseMessage(f *testing.F) {
 		`{ "type": "cache_condition_result", "applied": false, "version": 41, "request_id": 7 }`,
 		`{"type":"cache_condition_result","applied":true,"request_id":7}`,
 		`{"type":"cache_value","request_id":1,"key":"k","value":"dg==","version":18446744073709551615}`,
+		`{"type":"counter_add","tenant_id":"a","namespace":"b","cache":"c","key":"k","delta":-5,"request_id":1}`,
+		`{"type":"counter_add","delta":9223372036854775808}`, `{"type":"counter_add","delta":1e3}`,
+		`{"type":"counter_get","tenant_id":"a","namespace":"b","cache":"c","key":"k","request_id":2}`,
+		`{"type":"counter_value","key":"k","value":9223372036854775807,"request_id":1}`,
+		`{"type":"counter_value","key":"k","value":null,"request_id":2}`,
 		`{"type":5}`, `{}`, `null`, `[]`, `{"type":"publish","payload":"!!"}`,
 	} {
 		f.Add([]byte(s))

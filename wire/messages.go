@@ -271,6 +271,9 @@ func newMessage(t string) Message {
 	if m := newCacheCondMessage(t); m != nil {
 		return m
 	}
+	if m := newCounterMessage(t); m != nil {
+		return m
+	}
 	return newDurableMessage(t)
 }
 
