@@ -25,7 +25,9 @@ const (
 		wire.FeatureCacheConditional | wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
-	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged
+	// FEATURE_COUNTERS is among them: counters are durable only.
+	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged |
+		wire.FeatureCounters
 )
 
 // serverFeatures returns the feature bits this broker advertises.
@@ -192,6 +194,16 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleCacheGetVersioned(m)
 	case *wire.CacheWatch:
 		cs.handleCacheWatch(m)
+	case *wire.CounterAdd:
+		if cs.srv.serverFeatures()&wire.FeatureCounters == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleCounterAdd(m)
+	case *wire.CounterGet:
+		if cs.srv.serverFeatures()&wire.FeatureCounters == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleCounterGet(m)
 	case *wire.StreamInfo:
 		cs.handleStreamInfo(m)
 	case *wire.CacheKeys:

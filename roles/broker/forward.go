@@ -413,11 +413,11 @@ func (cs *controlStream) forwardCache(m wire.Message, tenant, ns, cache, key str
 
 // readOnlyCacheOp reports a cache request that changes nothing, so one
 // whose forward went unanswered may be retried; every other one (a put, a
-// delete, a conditional write) may have been applied and is answered
-// outcome_unknown instead.
+// delete, a conditional write, a counter add) may have been applied and
+// is answered outcome_unknown instead.
 func readOnlyCacheOp(m wire.Message) bool {
 	switch m.(type) {
-	case *wire.CacheGet, *wire.CacheGetVersioned:
+	case *wire.CacheGet, *wire.CacheGetVersioned, *wire.CounterGet:
 		return true
 	}
 	return false
@@ -710,6 +710,13 @@ func (s *Server) serveCacheOp(ctx context.Context, h fwdCache, body []byte) peer
 		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
 		action = auth.ActionCacheRead
 		run = func(c *core.Cache) (wire.Message, *wire.Error) { return getVersionedIn(c, m) }
+	case *wire.CounterAdd:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return counterAddIn(c, m) }
+	case *wire.CounterGet:
+		tenant, ns, cache, key, reqID = m.TenantID, m.Namespace, m.Cache, m.Key, m.RequestID
+		action = auth.ActionCacheRead
+		run = func(c *core.Cache) (wire.Message, *wire.Error) { return counterGetIn(c, m) }
 	default:
 		return peer.ErrorReply(wire.NewError(wire.CodeInvalidRequest, "fwd_cache carries %s", msg.MessageType()))
 	}
