@@ -119,6 +119,8 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{value: m.Value, msg: m})
 	case *wire.CacheConditionResult:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.CounterValue:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.StreamRecords:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.OffsetValue:

@@ -18,7 +18,7 @@ import (
 const (
 	clientFlags = wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets | wire.FlagEventBatchSkipped |
 		wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher | wire.FlagBinaryPublishAckOffset
-	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete | wire.FeatureCacheConditional |
+	clientFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureCacheDelete | wire.FeatureCacheConditional | wire.FeatureCounters |
 		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
 		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained |
 		wire.FeatureTopology | wire.FeatureRedirect | wire.FeatureStreamShards | wire.FeatureCacheShards |

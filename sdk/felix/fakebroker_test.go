@@ -79,6 +79,8 @@ type fakeBroker struct {
 	ttls        map[string]uint64
 	versions    map[string]uint64 // the version of each key in cache (cache_cond_test.go)
 	condOps     int               // conditional writes received
+	counters    map[string]int64  // "cache/key" -> sum (counters_test.go)
+	counterAdds int               // counter_add requests received
 	lastVersion uint64
 	nextSub     uint64
 	subC        chan *fakeSub
@@ -390,6 +392,8 @@ func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16
 		return fb.cacheOp(s, msg)
 	case *wire.CachePutIf, *wire.CacheDeleteIf:
 		return fb.condOp(s, msg)
+	case *wire.CounterAdd, *wire.CounterGet:
+		return fb.counterOp(s, msg)
 	case *wire.StreamRead:
 		return writeMsg(s, fb.streamRead(m)) == nil
 	case *wire.OffsetForTime:
