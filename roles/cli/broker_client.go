@@ -24,6 +24,8 @@ type brokerClient interface {
 	CachePutIf(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration, cond felix.CacheCondition) (felix.CondResult, error)
 	CacheDeleteIf(ctx context.Context, namespace, cache, key string, version uint64) (felix.CondResult, error)
 	CacheGetVersioned(ctx context.Context, namespace, cache, key string) ([]byte, uint64, bool, error)
+	CounterAdd(ctx context.Context, namespace, cache, key string, delta int64) (int64, error)
+	CounterGet(ctx context.Context, namespace, cache, key string) (int64, bool, error)
 	WatchCache(ctx context.Context, namespace, cache string, f felix.CacheWatchFilter, opts ...felix.WatchOption) (cacheWatcher, error)
 	Read(ctx context.Context, namespace, stream string, shard uint32, from uint64, end *uint64, maxRecords int) (*felix.ReadPage, error)
 	OffsetForTime(ctx context.Context, namespace, stream string, shard uint32, t time.Time) (uint64, bool, error)

@@ -19,7 +19,7 @@ type toolkit struct {
 }
 
 // Commands returns every client-side command: admin, pub, sub, read,
-// offset-for-time, cache, inspect, version and completion.
+// offset-for-time, cache, counter, inspect, version and completion.
 func Commands(build BuildInfo) []*cli.Command {
 	return commands(build, toolkit{connect: dialBroker})
 }
@@ -32,6 +32,7 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 		readCommand(tk),
 		offsetForTimeCommand(tk),
 		cacheCommand(tk),
+		counterCommand(tk),
 		inspectCommand(),
 		versionCommand(build),
 		completionCommand(),

@@ -100,6 +100,11 @@ type fakeBroker struct {
 	lastVersion uint64
 	condErr     error
 	condCalls   int
+	// counters holds counter sums (counter_test.go); counterErr fails
+	// every counter call.
+	counters   map[string]int64
+	counterErr error
+	addCalls   int
 	events      []felix.Event
 	subOpts     felix.SubscribeOptions
 	subStream   string
