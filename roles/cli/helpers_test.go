@@ -105,9 +105,9 @@ type fakeBroker struct {
 	counters   map[string]int64
 	counterErr error
 	addCalls   int
-	events      []felix.Event
-	subOpts     felix.SubscribeOptions
-	subStream   string
+	events     []felix.Event
+	subOpts    felix.SubscribeOptions
+	subStream  string
 	// idle, when set, is closed once the subscription has handed out
 	// every event and waits for more.
 	idle chan struct{}
