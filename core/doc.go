@@ -139,4 +139,14 @@
 //     versions, which are not changes: offsets may skip them) and drops
 //     whole segments; it never rewrites or renumbers a record.
 //  5. RemoveCache and Close keep the files; DeleteCache deletes them.
+//  6. Counters live only on log-backed caches, in a CounterStore of their
+//     own beside the cache's log (counter_store*.go, cache_counters.go):
+//     CounterAddStaged appends a signed delta and returns the sum
+//     including it, refusing an int64 overflow without appending;
+//     CounterGetStaged returns the sum or "never written". Both are
+//     answered after WaitStaged, which also waits for the counter log.
+//     Open folds the log into the sums; compaction appends a checkpoint
+//     per counter and drops whole segments below the point it took,
+//     never renumbering. A cache without a log refuses counters
+//     (unsupported).
 package core
