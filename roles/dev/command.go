@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +43,9 @@ func Command() *cli.Command {
 			"gracefully (SIGTERM, then SIGKILL after --stop-timeout); a node that exits is reported and the\n" +
 			"others keep running. Run felix dev again on the same DIR to bring the same cluster back.\n" +
 			"FELIX_* variables in felix dev's environment are passed to every node (those naming one node,\n" +
-			"such as FELIX_NODE_ID, are not).",
+			"such as FELIX_NODE_ID, are not). The nodes share this machine's cores: each runs with\n" +
+			"GOMAXPROCS set to the cores felix dev may use divided by N (at least 1), unless GOMAXPROCS\n" +
+			"is set, which every node then inherits as it is.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Value: defaultDataDir, Usage: "`DIR` holding every node's state, client.json and dev.json"},
 			&cli.IntFlag{Name: "nodes", Value: defaultNodes, DefaultText: "3, or dev.json's count on a restart", Usage: fmt.Sprintf("how many nodes, `N` in 1..%d", maxNodes)},
@@ -50,6 +54,21 @@ func Command() *cli.Command {
 		},
 		Action: run,
 	}
+}
+
+// nodeProcs shares the cores among the nodes: each node's Go runtime is
+// given GOMAXPROCS = procs (the cores felix dev may use, cgroup limits
+// included) divided by the nodes, at least 1, unless GOMAXPROCS is set in
+// felix dev's environment, which every node inherits as it is. Nodes on one
+// machine that each take every core for their own keep threads spinning and
+// migrating against each other: on the 2-core VM three nodes moved 5-15%
+// more messages, at lower latency, each with GOMAXPROCS=1
+// (docs/benchmarks.md, Clusters).
+func nodeProcs(lookup func(string) (string, bool), procs, nodes int) []string {
+	if _, set := lookup("GOMAXPROCS"); set {
+		return nil
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/nodes))}
 }
 
 // settings are the checked flags.
@@ -112,6 +131,7 @@ func run(c *cli.Context) error {
 	if len(dropped) > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "felix dev: not passing %s to the nodes (each node has its own)\n", strings.Join(dropped, ", "))
 	}
+	env = append(env, nodeProcs(os.LookupEnv, runtime.GOMAXPROCS(0), s.nodes)...)
 	p, err := newPlan(exe, s.dataDir, s.nodes, s.basePort, prev, env)
 	if err != nil {
 		return err

@@ -48,6 +48,22 @@ func TestChildEnvKeepsSharedSettingsOnly(t *testing.T) {
 	}
 }
 
+func TestNodesShareTheCores(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct {
+		procs, nodes int
+		want         string
+	}{{2, 3, "GOMAXPROCS=1"}, {8, 3, "GOMAXPROCS=2"}, {16, 1, "GOMAXPROCS=16"}, {1, 5, "GOMAXPROCS=1"}} {
+		if got := nodeProcs(unset, tc.procs, tc.nodes); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%d cores, %d nodes: %v, want %s", tc.procs, tc.nodes, got, tc.want)
+		}
+	}
+	set := func(k string) (string, bool) { return "4", k == "GOMAXPROCS" }
+	if got := nodeProcs(set, 2, 3); got != nil {
+		t.Errorf("with GOMAXPROCS set: %v, want nothing added (the nodes inherit it)", got)
+	}
+}
+
 func TestPlanGivesEveryNodeItsOwnPortsAndAFullCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	p, err := newPlan("/bin/felix", dir, 3, 0, nil, []string{"FELIX_X=1"})
