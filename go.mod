@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"os"
 	"sync"
 	"time"
 
@@ -177,25 +178,63 @@ func (b *Broker) Stream(k StreamKey) (*Stream, bool) {
 }
 
 // ApplyCache creates a cache or updates its limits; entries survive an
-// update.
+// update. With durable storage the cache is log-backed: its log is opened
+// (and its entries loaded) here, outside the broker's lock, and a log
+// that cannot be opened leaves the cache unserved and is the error. A
+// durable cache applied again under another incarnation replaced one
+// deleted while the broker was not looking: the old one is closed (its
+// files kept) and the new one opened.
 func (b *Broker) ApplyCache(spec wire.CacheSpec) error {
 	if err := checkNames("cache", spec.TenantID, spec.Namespace, spec.Cache); err != nil {
 		return err
 	}
 	k := CacheKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Cache: spec.Cache}
 	maxEntries, maxBytes := b.cacheLimits(spec)
+	durable := b.cfg.Storage.durableCaches()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return errBrokerClosed()
 	}
-	if c := b.caches[k]; c != nil {
+	if c := b.caches[k]; c != nil && (!durable || c.incarnation == spec.Incarnation) {
 		c.setLimits(maxEntries, maxBytes)
 		c.placed.Store(max(spec.Shards, 1))
+		b.mu.Unlock()
 		return nil
+	}
+	old := b.caches[k]
+	delete(b.caches, k)
+	b.mu.Unlock()
+	if old != nil {
+		old.close(ErrCacheDeleted)
+		old.closeStore()
 	}
 	c := newCache(k, b.cfg.CacheShards, maxEntries, maxBytes, b.watch)
 	c.placed.Store(max(spec.Shards, 1))
+	c.incarnation = spec.Incarnation
+	if durable {
+		st, base, err := b.openCacheStore(k, spec.Incarnation)
+		if err == nil {
+			if err = c.attachStore(st, base); err != nil {
+				st.Close()
+			}
+		}
+		if err != nil {
+			b.cfg.Storage.logger().Error("durable cache not served: its log cannot be opened",
+				"tenant", k.Tenant, "namespace", k.Namespace, "cache", k.Cache, "incarnation", spec.Incarnation, "err", err)
+			return errCacheStorage(k, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.caches[k] != nil {
+		// Closed, or applied by someone else meanwhile: theirs stands.
+		c.closeStore()
+		if b.closed {
+			return errBrokerClosed()
+		}
+		return nil
+	}
 	b.caches[k] = c
 	return nil
 }
@@ -211,8 +250,9 @@ func (b *Broker) cacheLimits(spec wire.CacheSpec) (entries, bytes int64) {
 	return entries, bytes
 }
 
-// RemoveCache removes a cache and its entries, ending its watches with
-// ErrCacheDeleted.
+// RemoveCache stops serving a cache, ending its watches with
+// ErrCacheDeleted. An in-memory cache's entries go with it; a durable
+// cache's log is closed and its files kept (DeleteCache deletes them).
 func (b *Broker) RemoveCache(k CacheKey) {
 	b.mu.Lock()
 	c := b.caches[k]
@@ -220,7 +260,28 @@ func (b *Broker) RemoveCache(k CacheKey) {
 	b.mu.Unlock()
 	if c != nil {
 		c.close(ErrCacheDeleted)
+		c.closeStore()
 	}
+}
+
+// DeleteCache removes a deleted cache: as RemoveCache, and then the files
+// of its incarnation incarnation, if it is durable. Files of any other
+// incarnation stay.
+func (b *Broker) DeleteCache(k CacheKey, incarnation string) {
+	b.RemoveCache(k)
+	c := b.cfg.Storage
+	if !c.durableCaches() {
+		return
+	}
+	dir, err := CacheDir(c.Dir, k, incarnation)
+	if err != nil {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		c.logger().Warn("removing a deleted cache's log", "dir", dir, "err", err)
+		return
+	}
+	c.logger().Info("deleted a deleted cache's files", "cache", k.Cache, "tenant", k.Tenant, "namespace", k.Namespace, "dir", dir)
 }
 
 // Cache looks a cache up.
@@ -276,6 +337,7 @@ func (b *Broker) removeWhere(match func(tenant, ns string) bool) {
 	b.mu.Unlock()
 	for _, c := range goneCaches {
 		c.close(ErrCacheDeleted)
+		c.closeStore()
 	}
 	for _, st := range gone {
 		st.close(ErrStreamDeleted, false)
@@ -296,6 +358,7 @@ func (b *Broker) Close() {
 	b.mu.Unlock()
 	for _, c := range caches {
 		c.close(ErrSubscriberClosed)
+		c.closeStore()
 	}
 	for _, st := range streams {
 		st.close(ErrSubscriberClosed, true)

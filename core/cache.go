@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,14 @@ type Cache struct {
 	placed atomic.Uint32
 	// log assigns offsets to applied writes and feeds watches.
 	log cacheLog
+	// store, when the broker has durable storage, is the cache's log on
+	// disk: every applied write is one of its records, at the offset the
+	// write takes. nil for an in-memory cache. Set before the cache is
+	// shared and never changed.
+	store *CacheStore
+	// incarnation is the catalog's incarnation of the cache (its files
+	// are the incarnation's).
+	incarnation string
 }
 
 type cacheShard struct {
@@ -90,8 +99,19 @@ func (c *Cache) shard(key string) *cacheShard {
 // 0 means no expiry. A write that would pass the cache's bounds (counting
 // only the size difference when it replaces a key) is refused with an
 // overloaded *wire.Error, detail reason "cache_full"; one entry larger
-// than the whole byte bound is refused as invalid_request.
+// than the whole byte bound is refused as invalid_request. On a durable
+// cache it returns once the put is in the log under the fsync policy; a
+// write the log refuses (a full disk, a failed log, the key index at its
+// bound) is refused and changes nothing.
 func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) error {
+	if err := c.PutStaged(key, value, ttl, now); err != nil {
+		return err
+	}
+	return c.WaitStaged(context.Background())
+}
+
+// PutStaged is Put without the wait for the log (see WaitStaged).
+func (c *Cache) PutStaged(key string, value []byte, ttl time.Duration, now time.Time) error {
 	if ttl < 0 {
 		return wire.NewError(wire.CodeInvalidRequest, "negative ttl %v", ttl)
 	}
@@ -103,15 +123,24 @@ func (c *Cache) Put(key string, value []byte, ttl time.Duration, now time.Time) 
 	e := cacheEntry{value: append(make([]byte, 0, len(value)), value...), expiresAt: expiry(now, ttl)}
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !c.reserve(s, key, size) {
+	dEntries, dBytes, ok := c.reserve(s, key, size)
+	if !ok {
 		c.sweepLocked(s, now.UnixNano())
-		if !c.reserve(s, key, size) {
+		if dEntries, dBytes, ok = c.reserve(s, key, size); !ok {
+			s.mu.Unlock()
 			return c.fullError()
 		}
 	}
-	e.offset = c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	off, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	if err != nil {
+		c.entries.Add(-dEntries)
+		c.bytes.Add(-dBytes)
+		s.mu.Unlock()
+		return err
+	}
+	e.offset = off
 	s.m[key] = e
+	s.mu.Unlock()
 	return nil
 }
 
@@ -127,25 +156,26 @@ func expiry(now time.Time, ttl time.Duration) int64 {
 }
 
 // reserve accounts for writing an entry of size under key in s (whose lock
-// the caller holds), or reports that the bounds would be passed.
-func (c *Cache) reserve(s *cacheShard, key string, size int64) bool {
-	var dEntries, dBytes int64 = 1, size
+// the caller holds), or reports that the bounds would be passed. It
+// returns the entry and byte deltas it applied, to undo them.
+func (c *Cache) reserve(s *cacheShard, key string, size int64) (dEntries, dBytes int64, ok bool) {
+	dEntries, dBytes = 1, size
 	if old, ok := s.m[key]; ok {
 		dEntries, dBytes = 0, size-entrySize(key, old.value)
 	}
 	if dEntries > 0 && c.entries.Add(dEntries) > c.maxEntries.Load() {
 		c.entries.Add(-dEntries)
-		return false
+		return 0, 0, false
 	}
 	if dBytes > 0 && c.bytes.Add(dBytes) > c.maxBytes.Load() {
 		c.bytes.Add(-dBytes)
 		c.entries.Add(-dEntries)
-		return false
+		return 0, 0, false
 	}
 	if dBytes <= 0 {
 		c.bytes.Add(dBytes)
 	}
-	return true
+	return dEntries, dBytes, true
 }
 
 func (c *Cache) fullError() error {
@@ -155,46 +185,83 @@ func (c *Cache) fullError() error {
 
 // Get returns the value under key; an expired entry is absent (and
 // removed). The returned slice is shared with the cache: do not modify it.
+// On a log-backed cache it answers once every write appended before it
+// is durable, so it never returns a write a crash could take back; a log
+// that failed meanwhile makes the key read as absent (writes report the
+// failure).
 func (c *Cache) Get(key string, now time.Time) ([]byte, bool) {
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.m[key]
-	if !ok {
+	v, ok := c.GetStaged(key, now)
+	if c.WaitStaged(context.Background()) != nil {
 		return nil, false
 	}
-	if e.expired(now.UnixNano()) {
+	return v, ok
+}
+
+// GetStaged is Get without the wait for the log (see WaitStaged).
+func (c *Cache) GetStaged(key string, now time.Time) ([]byte, bool) {
+	s := c.shard(key)
+	s.mu.Lock()
+	e, ok := s.m[key]
+	if ok && e.expired(now.UnixNano()) {
+		// A log-backed cache that cannot write the expiry keeps the
+		// entry for a later sweep; it is absent either way.
 		c.removeLocked(s, key, e, wire.CacheOpExpire)
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok {
 		return nil, false
 	}
 	return e.value, true
 }
 
 // Delete removes key and returns the value it held; an expired entry is
-// removed but reported absent.
-func (c *Cache) Delete(key string, now time.Time) ([]byte, bool) {
+// removed but reported absent. On a durable cache it returns once the
+// tombstone is in the log under the fsync policy; a tombstone the log
+// refuses leaves the key in place and is the error.
+func (c *Cache) Delete(key string, now time.Time) ([]byte, bool, error) {
+	v, ok, err := c.DeleteStaged(key, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, ok, nil
+}
+
+// DeleteStaged is Delete without the wait for the log (see WaitStaged).
+func (c *Cache) DeleteStaged(key string, now time.Time) ([]byte, bool, error) {
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.m[key]
 	if !ok {
-		return nil, false
+		s.mu.Unlock()
+		return nil, false, nil
 	}
 	if e.expired(now.UnixNano()) {
-		c.removeLocked(s, key, e, wire.CacheOpExpire)
-		return nil, false
+		err := c.removeLocked(s, key, e, wire.CacheOpExpire)
+		s.mu.Unlock()
+		return nil, false, err
 	}
-	c.removeLocked(s, key, e, wire.CacheOpDelete)
-	return e.value, true
+	err := c.removeLocked(s, key, e, wire.CacheOpDelete)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	return e.value, true, nil
 }
 
 // removeLocked removes key's entry e from s (whose lock the caller holds)
-// as an applied write of op.
-func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) {
-	c.record(op, key, nil, 0)
+// as an applied write of op. A write the log refuses removes nothing.
+func (c *Cache) removeLocked(s *cacheShard, key string, e cacheEntry, op wire.CacheChangeOp) error {
+	if _, err := c.record(op, key, nil, 0); err != nil {
+		return err
+	}
 	delete(s.m, key)
 	c.entries.Add(-1)
 	c.bytes.Add(-entrySize(key, e.value))
+	return nil
 }
 
 // Sweep removes every entry expired at now and returns how many it
@@ -214,10 +281,13 @@ func (c *Cache) Sweep(now time.Time) int {
 func (c *Cache) sweepLocked(s *cacheShard, now int64) int {
 	n := 0
 	for k, e := range s.m {
-		if e.expired(now) {
-			c.removeLocked(s, k, e, wire.CacheOpExpire)
-			n++
+		if !e.expired(now) {
+			continue
 		}
+		if err := c.removeLocked(s, k, e, wire.CacheOpExpire); err != nil {
+			return n // the log refuses writes: the next sweep tries again
+		}
+		n++
 	}
 	return n
 }

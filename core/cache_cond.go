@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"time"
 
 	"github.com/felixmq/felix/wire"
@@ -14,7 +15,10 @@ import (
 // lock, and the offset is taken under that lock too, so of a conditional
 // write and any other write to the same key one is wholly before the
 // other. A refused condition writes nothing, records no change and takes
-// no offset. An expired entry counts as absent: a conditional write does
+// no offset. On a log-backed cache a conditional write answers only once
+// the writes appended before its answer are durable, so a write to the
+// key still waiting for its fsync is waited for, not reported early
+// (put_if_absent_waits_for_a_staged_write_to_the_key). An expired entry counts as absent: a conditional write does
 // not remove it (that would record an expiry), a put that finds the key
 // absent replaces it as Put does.
 
@@ -85,43 +89,81 @@ func (c *Cache) checkEntry(key string, value []byte, ttl time.Duration) error {
 // (invalid_request), or a write that would pass the cache's bounds
 // (overloaded, reason cache_full), checked only once the condition holds.
 func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
+	r, err := c.PutIfStaged(key, value, ttl, cond, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return CondResult{}, err
+	}
+	return r, nil
+}
+
+// PutIfStaged is PutIf without the wait for the log (see WaitStaged).
+func (c *Cache) PutIfStaged(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
 	if err := c.checkEntry(key, value, ttl); err != nil {
 		return CondResult{}, err
 	}
 	ns := now.UnixNano()
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if cur, live := liveLocked(s, key, ns); !cond.holds(cur, live) {
+		s.mu.Unlock()
 		return refusedBy(cur, live), nil
 	}
 	size := entrySize(key, value)
-	if !c.reserve(s, key, size) {
+	dEntries, dBytes, ok := c.reserve(s, key, size)
+	if !ok {
 		c.sweepLocked(s, ns)
-		if !c.reserve(s, key, size) {
+		if dEntries, dBytes, ok = c.reserve(s, key, size); !ok {
+			s.mu.Unlock()
 			return CondResult{}, c.fullError()
 		}
 	}
 	e := cacheEntry{value: append(make([]byte, 0, len(value)), value...), expiresAt: expiry(now, ttl)}
-	e.offset = c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	off, err := c.record(wire.CacheOpPut, key, e.value, e.expiresAt)
+	if err != nil {
+		c.entries.Add(-dEntries)
+		c.bytes.Add(-dBytes)
+		s.mu.Unlock()
+		return CondResult{}, err
+	}
+	e.offset = off
 	s.m[key] = e
+	s.mu.Unlock()
 	return CondResult{Applied: true, Version: e.offset, HasVersion: true}, nil
 }
 
 // DeleteIf removes key only if its live entry is at version at now. An
 // applied delete is recorded as Delete's is and leaves the key without a
 // version; a refusal reports the key's current version, if any. The
-// in-memory cache never fails one; the error is there for a cache whose
-// delete is a write that can (the log-backed cache's tombstone).
+// in-memory cache never fails one; the log-backed cache's tombstone is a
+// write that can.
 func (c *Cache) DeleteIf(key string, version uint64, now time.Time) (CondResult, error) {
+	r, err := c.DeleteIfStaged(key, version, now)
+	if err == nil {
+		err = c.WaitStaged(context.Background())
+	}
+	if err != nil {
+		return CondResult{}, err
+	}
+	return r, nil
+}
+
+// DeleteIfStaged is DeleteIf without the wait for the log (see WaitStaged).
+func (c *Cache) DeleteIfStaged(key string, version uint64, now time.Time) (CondResult, error) {
 	s := c.shard(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	cur, live := liveLocked(s, key, now.UnixNano())
 	if !CondVersion(version).holds(cur, live) {
+		s.mu.Unlock()
 		return refusedBy(cur, live), nil
 	}
-	c.removeLocked(s, key, cur, wire.CacheOpDelete)
+	err := c.removeLocked(s, key, cur, wire.CacheOpDelete)
+	s.mu.Unlock()
+	if err != nil {
+		return CondResult{}, err
+	}
 	return CondResult{Applied: true}, nil
 }
 
@@ -129,15 +171,25 @@ func (c *Cache) DeleteIf(key string, version uint64, now time.Time) (CondResult,
 // that wrote it. An expired entry is absent (and removed, as Get does).
 // The returned slice is shared with the cache: do not modify it.
 func (c *Cache) GetVersioned(key string, now time.Time) (value []byte, version uint64, ok bool) {
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, found := s.m[key]
-	if !found {
+	value, version, ok = c.GetVersionedStaged(key, now)
+	if c.WaitStaged(context.Background()) != nil {
 		return nil, 0, false
 	}
-	if e.expired(now.UnixNano()) {
+	return value, version, ok
+}
+
+// GetVersionedStaged is GetVersioned without the wait for the log (see
+// WaitStaged).
+func (c *Cache) GetVersionedStaged(key string, now time.Time) (value []byte, version uint64, ok bool) {
+	s := c.shard(key)
+	s.mu.Lock()
+	e, found := s.m[key]
+	if found && e.expired(now.UnixNano()) {
 		c.removeLocked(s, key, e, wire.CacheOpExpire)
+		found = false
+	}
+	s.mu.Unlock()
+	if !found {
 		return nil, 0, false
 	}
 	return e.value, e.offset, true

@@ -1,7 +1,11 @@
 package core
 
 import (
+	"cmp"
+	"context"
 	"encoding/base64"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -89,8 +93,9 @@ func present(v []byte) []byte {
 
 // changeRing is the recent history of one cache: the changes with offsets
 // [oldest, next) in order, bounded by bytes. Guarded by the cache's logMu.
-// Invariant: the offsets held are contiguous, since every change of the
-// cache is pushed once the ring exists.
+// Invariant: the ring holds every change from oldest on, since every
+// change of the cache is pushed once the ring exists; their offsets are
+// consecutive but for those a log-backed cache's compaction copies took.
 type changeRing struct {
 	items    []*CacheChange // live part is items[head:]
 	head     int
@@ -149,10 +154,14 @@ func (r *changeRing) oldest(next uint64) uint64 {
 // since returns the changes at or after from that match w, in order.
 func (r *changeRing) since(from uint64, w *CacheWatch) []*CacheChange {
 	var out []*CacheChange
-	if r.head == len(r.items) || from < r.items[r.head].Offset {
+	live := r.items[r.head:]
+	if len(live) == 0 || from < live[0].Offset {
 		return nil
 	}
-	for _, ch := range r.items[r.head+int(from-r.items[r.head].Offset):] {
+	// Offsets increase, but a log-backed cache's may skip the ones its
+	// compaction's copies took: search rather than index.
+	i, _ := slices.BinarySearchFunc(live, from, func(ch *CacheChange, off uint64) int { return cmp.Compare(ch.Offset, off) })
+	for _, ch := range live[i:] {
 		if w.matches(ch.Key) {
 			out = append(out, ch)
 		}
@@ -184,7 +193,10 @@ type cacheLog struct {
 	env   *watchEnv
 	logMu sync.Mutex
 	// next is the offset the next applied write takes.
-	next    uint64
+	next uint64
+	// offBase is what a durable cache adds to its log's offsets (see
+	// cache_durable.go); 0 in memory. Set before the cache is shared.
+	offBase uint64
 	history *changeRing // nil until the first Watch
 	keyed   map[string][]*CacheWatch
 	prefix  []*CacheWatch
@@ -193,15 +205,36 @@ type cacheLog struct {
 
 // record assigns the next offset to an applied write of op on key (the
 // caller holds key's shard lock) and hands the change to the history and
-// the matching watches. It returns the offset.
-func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) uint64 {
+// the matching watches. It returns the offset. On a log-backed cache the
+// write is first appended to the log, whose offset it takes (WaitStaged
+// waits for it); a write the log refuses takes no offset, reaches no
+// watch, and is the error.
+func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) (uint64, error) {
 	l := &c.log
 	l.logMu.Lock()
 	defer l.logMu.Unlock()
+	var sw CacheStoreWrite
+	if c.store != nil {
+		var err error
+		if op == wire.CacheOpPut {
+			sw, err = c.store.AppendPut(key, value, expiresAt)
+		} else {
+			sw, err = c.store.AppendRemove(key, op == wire.CacheOpExpire)
+		}
+		if err != nil {
+			return 0, err
+		}
+		// The log's offsets are the cache's, but for those compaction's
+		// copies took in between, which no write has.
+		if l.offBase+sw.Offset < l.next {
+			panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), below the cache's next %d", c.key.Cache, sw.Offset, l.offBase, l.next))
+		}
+		l.next = l.offBase + sw.Offset
+	}
 	off := l.next
 	l.next++
 	if l.history == nil && len(l.keyed) == 0 && len(l.prefix) == 0 {
-		return off
+		return off, nil
 	}
 	ch := &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
 	if l.history != nil {
@@ -221,8 +254,27 @@ func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresA
 	for _, w := range lagged {
 		l.unregisterLocked(w)
 	}
-	return off
+	return off, nil
 }
+
+// WaitStaged returns once every write a log-backed cache has applied so
+// far is durable under its fsync policy (at once for an in-memory cache),
+// or ctx ends. The Staged forms of the cache's operations apply (or read)
+// and return without it: a caller that applies many of them in order, as
+// the broker does for the requests of one stream, answers each after a
+// WaitStaged, and concurrent waits share the log's fsyncs. An answer
+// given before it could reflect a write a crash takes back. The plain
+// forms are their Staged form and then WaitStaged.
+func (c *Cache) WaitStaged(ctx context.Context) error {
+	if c.store == nil {
+		return nil
+	}
+	return c.store.WaitWritten(ctx)
+}
+
+// LogBacked reports whether the cache keeps a log (the broker has durable
+// storage), so that its answers must wait for WaitStaged.
+func (c *Cache) LogBacked() bool { return c.store != nil }
 
 func (l *cacheLog) registerLocked(w *CacheWatch) {
 	w.registered = true

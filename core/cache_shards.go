@@ -23,6 +23,11 @@ func (c *Cache) Shards() uint32 { return max(c.placed.Load(), 1) }
 // is dropped with them, so a later resume that would replay changes of
 // keys no longer held here starts from current values instead
 // (resnapshot). It returns how many entries it removed.
+//
+// On a durable cache each removed key is also written to the log as a
+// delete (taking an offset no watch is left to see), so that a restart
+// does not bring back keys the broker no longer owns; a delete the log
+// refuses still removes the key from memory.
 func (c *Cache) DropShard(shard, shards uint32, cause error) int {
 	if shards == 0 {
 		shards = 1
@@ -34,12 +39,18 @@ func (c *Cache) DropShard(shard, shards uint32, cause error) int {
 		s := &c.shards[i]
 		s.mu.Lock()
 		for k, e := range s.m {
-			if in(k) {
-				delete(s.m, k)
-				c.entries.Add(-1)
-				c.bytes.Add(-entrySize(k, e.value))
-				n++
+			if !in(k) {
+				continue
 			}
+			n++
+			if c.store != nil {
+				if err := c.removeLocked(s, k, e, wire.CacheOpDelete); err == nil {
+					continue
+				}
+			}
+			delete(s.m, k)
+			c.entries.Add(-1)
+			c.bytes.Add(-entrySize(k, e.value))
 		}
 		s.mu.Unlock()
 	}

@@ -65,14 +65,14 @@ func TestCachePutCopiesValue(t *testing.T) {
 func TestCacheDeleteReturnsRemovedValue(t *testing.T) {
 	_, c := newTestCache(t, wire.CacheSpec{})
 	c.Put("k", []byte("v1"), 0, testNow)
-	if v, ok := c.Delete("k", testNow); !ok || string(v) != "v1" {
+	if v, ok, _ := c.Delete("k", testNow); !ok || string(v) != "v1" {
 		t.Fatalf("delete returned %q %v", v, ok)
 	}
-	if _, ok := c.Delete("k", testNow); ok {
+	if _, ok, _ := c.Delete("k", testNow); ok {
 		t.Fatal("second delete found the key")
 	}
 	c.Put("e", []byte("v"), time.Second, testNow)
-	if _, ok := c.Delete("e", testNow.Add(time.Second)); ok {
+	if _, ok, _ := c.Delete("e", testNow.Add(time.Second)); ok {
 		t.Fatal("delete of an expired key reported a value")
 	}
 	if n, b := c.Len(); n != 0 || b != 0 {

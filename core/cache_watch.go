@@ -117,7 +117,8 @@ type CacheWatch struct {
 
 // Watch starts a watch. A From past the cache's next offset is refused
 // with invalid_request, detail reason "in_future"; one older than the
-// history starts as a resnapshot. A removed cache refuses with not_found.
+// history (on a durable cache: older than what its log retains, or too
+// far back to replay within the watch's bound) starts as a resnapshot. A removed cache refuses with not_found.
 func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, error) {
 	l := &c.log
 	w := &CacheWatch{c: c, id: lastSubscriberID.Add(1), key: opts.Key, prefix: opts.Prefix, maxBytes: opts.MaxBytes, notify: opts.Notify}
@@ -151,7 +152,14 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 		case l.history != nil && from >= l.history.oldest(l.next):
 			w.initial = l.history.since(from, w)
 		default:
-			retained, info.Resnapshot = true, true
+			// Older than the history in memory: a durable cache reads it
+			// from its log, as far back as the log keeps it.
+			initial, ok := c.logHistory(from, w)
+			if ok {
+				w.initial = initial
+			} else {
+				retained, info.Resnapshot = true, true
+			}
 		}
 	}
 	w.scanning = retained

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -137,6 +139,35 @@ var modelFilters = []CacheWatchOptions{{Key: "a1"}, {Key: "ab"}, {Key: "a", Pref
 // contents).
 func TestCacheWatchModel(t *testing.T) {
 	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20})
+	testCacheWatchModel(t, c, false)
+}
+
+// TestDurableCacheWatchModel is the model test on a log-backed cache,
+// where a resume older than the (small) history in memory is read from
+// the log instead of starting over.
+func TestDurableCacheWatchModel(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20,
+		Storage: &StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone}})
+	if c.store == nil {
+		t.Fatal("the cache is not log-backed")
+	}
+	testCacheWatchModel(t, c, false)
+}
+
+// TestDurableCacheWatchModelWithCompaction is the model test on a
+// log-backed cache whose log is compacted all along (small segments):
+// values are copied forward and segments dropped under the watches, and
+// every resume is still exact or a resnapshot.
+func TestDurableCacheWatchModelWithCompaction(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20,
+		Storage: &StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone, SegmentBytes: 4096, CacheCompactInterval: -1}})
+	testCacheWatchModel(t, c, true)
+}
+
+// testCacheWatchModel runs writers and watchers against c and checks
+// every watch against a reference watch; with compact, compactions of
+// c's log run all along (and the offsets may skip those copies took).
+func testCacheWatchModel(t *testing.T, c *Cache, compact bool) {
 	ref, refInfo := mustWatch(t, c, CacheWatchOptions{Prefix: true})
 	var clock atomic.Int64
 	now := func() time.Time { return testNow.Add(time.Duration(clock.Load()) * time.Millisecond) }
@@ -235,7 +266,36 @@ func TestCacheWatchModel(t *testing.T) {
 			}
 		}()
 	}
-	writers.Wait()
+	compactions := make(chan int, 1)
+	if compact {
+		writersDone := make(chan struct{})
+		go func() {
+			n := 0
+			defer func() { compactions <- n }()
+			for {
+				select {
+				case <-writersDone:
+					return
+				default:
+				}
+				res, err := c.store.Compact(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Dropped > 0 {
+					n++
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		writers.Wait()
+		close(writersDone)
+	} else {
+		writers.Wait()
+		compactions <- 0
+	}
+	dropping := <-compactions
 	c.Sweep(now().Add(time.Hour)) // every remaining ttl ends with an expire
 	close(done)
 	watchers.Wait()
@@ -246,12 +306,18 @@ func TestCacheWatchModel(t *testing.T) {
 		t.Fatalf("reference: %d changes, end %v", len(refLog.changes), refLog.end)
 	}
 	for i, ch := range refLog.changes {
-		if ch.Offset != refInfo.Next+uint64(i) {
+		switch {
+		case !compact && ch.Offset != refInfo.Next+uint64(i):
 			t.Fatalf("reference change %d has offset %d, want %d", i, ch.Offset, refInfo.Next+uint64(i))
+		case compact && i > 0 && ch.Offset <= refLog.changes[i-1].Offset:
+			t.Fatalf("reference change %d has offset %d after %d", i, ch.Offset, refLog.changes[i-1].Offset)
 		}
 	}
-	if c.log.next != refInfo.Next+uint64(len(refLog.changes)) {
-		t.Fatalf("cache next %d, reference saw up to %d", c.log.next, refInfo.Next+uint64(len(refLog.changes)))
+	if last := refLog.changes[len(refLog.changes)-1].Offset; c.log.next != last+1 {
+		t.Fatalf("cache next %d, reference saw up to %d", c.log.next, last+1)
+	}
+	if compact && dropping == 0 {
+		t.Fatal("no compaction dropped a segment while the watches ran")
 	}
 	final := map[string]kv{}
 	apply(final, refLog.changes...)
@@ -270,7 +336,7 @@ func TestCacheWatchModel(t *testing.T) {
 			retained++
 		}
 	}
-	t.Logf("%d watches: %d resumes (%d resnapshots), %d retained; %d changes", len(all), resumes, resnaps, retained, len(refLog.changes))
+	t.Logf("%d watches: %d resumes (%d resnapshots), %d retained; %d changes; %d compactions dropped segments", len(all), resumes, resnaps, retained, len(refLog.changes), dropping)
 	if c.log.env.total.Load() != 0 {
 		t.Errorf("queued bytes left after every watch closed: %d", c.log.env.total.Load())
 	}

@@ -1,7 +1,10 @@
 // Package core is Felix's transport-independent broker core: the registry
 // of streams and caches, shards with ordered publish and fanout, bounded
-// subscriber queues, the per-shard replay ring and the in-memory cache.
-// It does no I/O and starts no goroutines; roles/broker drives it.
+// subscriber queues, the per-shard replay ring, and the cache (in memory,
+// or on a segment log with durable storage). Apart from the logs of
+// durable streams and caches (each log's flusher, each cache store's
+// maintenance loop, all stopped by Broker.Close) it does no I/O and starts
+// no goroutines; roles/broker drives it.
 //
 // # Registry
 //
@@ -110,5 +113,30 @@
 // or a resnapshot when the history no longer reaches back. Each watch's
 // queue is bounded by bytes (and all of them together); overflow ends the
 // watch lagged at the first change it missed. Lock order: shard, then the
-// cache's logMu, then a watch's mutex.
+// cache's logMu, then a watch's mutex (then, on a log-backed cache, the
+// store's mutex, which calls only into its log).
+//
+// # Log-backed caches
+//
+// With StorageConfig.Dir every cache keeps a CacheStore (cache_store*.go,
+// cache_durable.go): a segment log of put, tombstone, expiry and copy
+// records with a bounded key index rebuilt from a snapshot at open. The
+// contract on top of the above:
+//
+//  1. Every applied write is appended to the log under logMu and takes
+//     the log's offset (plus the cache's offset base), so offsets,
+//     versions and watch resumes survive a restart. A write the log
+//     refuses changes nothing and is returned (Put, Delete, PutIf,
+//     DeleteIf); a refused expiry leaves the entry for a later sweep.
+//  2. Put, Delete, PutIf and DeleteIf return once their record is durable
+//     under the fsync policy; Get, GetVersioned and a refused condition
+//     return once every write appended before them is, so no answer
+//     reflects a write a crash could still take back.
+//  3. A resume older than the in-memory history is read from the log; one
+//     below what compaction kept (or too far back for the watch's bound)
+//     is a resnapshot.
+//  4. Compaction copies cold values forward (records carrying their
+//     versions, which are not changes: offsets may skip them) and drops
+//     whole segments; it never rewrites or renumbers a record.
+//  5. RemoveCache and Close keep the files; DeleteCache deletes them.
 package core

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"sync"
+
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/felixmq/felix/internal/metricdoc"
@@ -17,6 +19,7 @@ var coreHelp = map[string]string{
 	"felix_cache_watch_lagged_total":            "Cache watches ended because they fell behind the change history.",
 	"felix_cache_watch_history_bytes":           "Bytes held in the cache watch change history.",
 	"felix_cache_watch_queued_bytes":            "Bytes of changes queued for cache watchers and not yet delivered.",
+	"felix_cache_index_bytes":                   "Accounted memory of the key indexes of the open log-backed cache shards (88 bytes plus the key per live key).",
 }
 
 // coreMetrics are one broker core's metrics, kept in a set of its own
@@ -50,6 +53,46 @@ type coreMetrics struct {
 	cacheWatchLagged    *metrics.Counter
 
 	durable durableMetrics
+	// cacheIndex sums the index memory of the open log-backed cache
+	// shards at scrape time.
+	cacheIndex cacheIndexMetrics
+}
+
+// cacheIndexMetrics tracks the open cache stores for
+// felix_cache_index_bytes.
+type cacheIndexMetrics struct {
+	mu     sync.Mutex
+	stores map[*CacheStore]struct{} // guarded by mu
+}
+
+func (c *cacheIndexMetrics) register(s *metrics.Set) {
+	c.stores = map[*CacheStore]struct{}{}
+	s.NewGauge("felix_cache_index_bytes", func() float64 {
+		c.mu.Lock()
+		stores := make([]*CacheStore, 0, len(c.stores))
+		for st := range c.stores {
+			stores = append(stores, st)
+		}
+		c.mu.Unlock()
+		var total int64
+		for _, st := range stores {
+			used, _ := st.IndexBytes()
+			total += used
+		}
+		return float64(total)
+	})
+}
+
+func (c *cacheIndexMetrics) add(s *CacheStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stores[s] = struct{}{}
+}
+
+func (c *cacheIndexMetrics) remove(s *CacheStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.stores, s)
 }
 
 func newCoreMetrics() *coreMetrics {
@@ -67,6 +110,7 @@ func newCoreMetrics() *coreMetrics {
 		cacheWatchLagged:    s.NewCounter("felix_cache_watch_lagged_total"),
 	}
 	m.durable.register(s)
+	m.cacheIndex.register(s)
 	return m
 }
 

@@ -12,9 +12,10 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// StorageConfig turns on durable streams: a stream whose spec says
-// durable keeps one segment log per shard under Dir. Without it a durable
-// stream is served from memory.
+// StorageConfig turns on durable streams and caches: a stream whose spec
+// says durable keeps one segment log per shard under Dir, and every cache
+// keeps a log under Dir/caches (cache_durable.go). Without it both are
+// served from memory.
 type StorageConfig struct {
 	// Dir is the storage root (FELIX_DURABLE_STORAGE_DIR). Shard logs live
 	// in Dir/streams/<tenant>/<namespace>/<stream>/<shard>.
@@ -31,6 +32,12 @@ type StorageConfig struct {
 	// RecordPublishers stores each batch's publisher with its records
 	// (FELIX_RECORD_PUBLISHERS); without it a durable stream stores none.
 	RecordPublishers bool
+	// CacheIndexBytes bounds each durable cache's key index (0:
+	// DefaultCacheIndexBytes); past it new keys are refused.
+	CacheIndexBytes int64
+	// CacheCompactInterval is how often a durable cache considers
+	// compacting its log (0: DefaultCacheCompactInterval; negative: never).
+	CacheCompactInterval time.Duration
 	// FS replaces the real file system (tests inject faults with it).
 	FS flog.FS
 	// Logger receives recovery reports; nil means slog.Default().
@@ -116,15 +123,29 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 	k := sh.stream.key
 	e := wire.NewError(wire.CodeShardUnavailable, "shard %d of stream %s/%s/%s is unavailable: %v", sh.index, k.Tenant, k.Namespace, k.Stream, cause).
 		WithDetail("shard", sh.index)
+	return withLogReason(e, cause)
+}
+
+// withLogReason adds to a shard_unavailable refusal why its log is not
+// serving: log_corrupt (with the segment and position), log_failed, or
+// log_unavailable. Durable streams and log-backed caches share it.
+func withLogReason(e *wire.Error, cause error) *wire.Error {
 	var ce *flog.CorruptionError
 	switch {
 	case errors.As(cause, &ce):
-		e = e.WithDetail("reason", "log_corrupt").WithDetail("segment", ce.Segment).WithDetail("position", ce.Position)
+		return e.WithDetail("reason", "log_corrupt").WithDetail("segment", ce.Segment).WithDetail("position", ce.Position)
 	case errors.Is(cause, flog.ErrFailed):
-		e = e.WithDetail("reason", "log_failed")
-	default:
-		e = e.WithDetail("reason", "log_unavailable")
+		return e.WithDetail("reason", "log_failed")
 	}
+	return e.WithDetail("reason", "log_unavailable")
+}
+
+// errStorageFull refuses a write the disk had no room for; nothing of it
+// was written. Durable streams and log-backed caches share it.
+func errStorageFull(what string, err error) *wire.Error {
+	e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the %s was not written: %v", what, err).
+		WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
+	e.Retry = wire.RetryRetryAfter
 	return e
 }
 
@@ -132,10 +153,7 @@ func (sh *Shard) errUnavailable(cause error) *wire.Error {
 func (sh *Shard) appendError(err error) *wire.Error {
 	if errors.Is(err, flog.ErrNoSpace) {
 		sh.metrics().durable.noSpace.Inc()
-		e := wire.NewError(wire.CodeOverloaded, "durable storage is full; the publish was not written: %v", err).
-			WithDetail("reason", "storage_full").WithDetail("retry_after_ms", 1000)
-		e.Retry = wire.RetryRetryAfter
-		return e
+		return errStorageFull("publish", err)
 	}
 	if errors.Is(err, flog.ErrClosed) {
 		return sh.errClosed()

@@ -74,6 +74,13 @@ func (c *crashFS) Remove(name string) error {
 	return c.FS.Remove(name)
 }
 
+func (c *crashFS) Rename(oldpath, newpath string) error {
+	if ok, _ := c.step(); !ok {
+		return errCrashed
+	}
+	return c.FS.Rename(oldpath, newpath)
+}
+
 func (c *crashFS) SyncDir(name string) error {
 	if ok, _ := c.step(); !ok {
 		return errCrashed

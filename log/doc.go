@@ -37,12 +37,15 @@
 //     fails the log for good: every later Append returns an error wrapping
 //     ErrFailed, and so does every Wait for records no fsync covered.
 //     Reopen the directory to recover.
-//  5. Read and OffsetForTime may run concurrently with everything else.
+//  5. Read, ReadRecord (a point read) and OffsetForTime may run
+//     concurrently with everything else.
 //     A read below StartOffset (retention deleted it, possibly while the
 //     read ran) returns a *CursorError with TooOld set.
 //  6. Call ApplyRetention periodically for age retention; the log applies
-//     retention itself after every segment roll. The active segment is never
-//     deleted.
+//     retention itself after every segment roll. An owner that made old
+//     records redundant (a cache's index snapshot) calls DropBefore(off),
+//     which deletes the sealed segments wholly below off. The active
+//     segment is never deleted, and no record is rewritten or renumbered.
 //  7. TruncateTo(off) removes every record at or after off, below the
 //     durable point too (a diverged follower must), and is atomic across a
 //     crash: a marker file is its commit point and Open finishes it. A

@@ -157,7 +157,7 @@ func fixCRC(rec []byte) {
 func TestKindsAndGenerationsRoundTrip(t *testing.T) {
 	o := testOptions(t)
 	l := mustOpen(t, o)
-	kinds := []Kind{KindData, KindGenerationStart, KindCachePut, KindCacheTombstone, KindCacheExpiry, 0x20, 0xff}
+	kinds := []Kind{KindData, KindGenerationStart, KindCachePut, KindCacheTombstone, KindCacheExpiry, KindCacheCopy, 0x20, 0xff}
 	var entries []Entry
 	for i, k := range kinds {
 		entries = append(entries, Entry{Kind: k, Generation: uint64(i) << 33, Payload: []byte(k.String())})
@@ -179,7 +179,7 @@ func TestKindsAndGenerationsRoundTrip(t *testing.T) {
 	}
 	rep := inspectUnchanged(t, o.Dir)
 	s := rep.Segments[0]
-	if s.Kinds[KindCachePut] != 1 || s.Kinds[0xff] != 1 || s.Versions[RecordVersion] != uint64(len(kinds)) || s.LastGeneration != 6<<33 {
+	if s.Kinds[KindCachePut] != 1 || s.Kinds[0xff] != 1 || s.Versions[RecordVersion] != uint64(len(kinds)) || s.LastGeneration != 7<<33 {
 		t.Fatalf("segment report %+v", s)
 	}
 }

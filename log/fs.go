@@ -19,6 +19,10 @@ type FS interface {
 	// SyncDir fsyncs a directory so that files created or removed in it
 	// survive a machine crash.
 	SyncDir(name string) error
+	// Rename moves a file like os.Rename (atomically replacing newpath).
+	// The log itself never renames; owners that keep files beside a log
+	// (a cache's index snapshot) write them through the same FS.
+	Rename(oldpath, newpath string) error
 }
 
 // File is an open file. The log writes only through Write on files opened
@@ -51,6 +55,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 func (osFS) Remove(name string) error                     { return os.Remove(name) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
 
 func (osFS) SyncDir(name string) error {
 	d, err := os.Open(name)

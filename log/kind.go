@@ -23,16 +23,20 @@ const (
 	KindCacheTombstone Kind = 0x11
 	// KindCacheExpiry records that a key's TTL ran out.
 	KindCacheExpiry Kind = 0x12
+	// KindCacheCopy is a live cache value that compaction copied forward
+	// from an old segment, carrying the version (offset) of the put that
+	// wrote it; it is not a write.
+	KindCacheCopy Kind = 0x13
 
 	// 0x02–0x0f: more stream and replication kinds.
-	// 0x13–0x1f: more cache kinds (counters among them).
+	// 0x14–0x1f: more cache kinds (counters among them).
 	// 0x20–0x2f: reserved for idempotent-producer state.
 	// 0x30–0x3f: reserved for consumer groups (cursors, dead letters).
 	// 0x40–0xff: unassigned.
 )
 
 // String names a kind: "data", "generation-start", "cache-put",
-// "cache-tombstone", "cache-expiry", or "kind(0xNN)" for one this build
+// "cache-tombstone", "cache-expiry", "cache-copy", or "kind(0xNN)" for one this build
 // has no name for.
 func (k Kind) String() string {
 	switch k {
@@ -46,6 +50,8 @@ func (k Kind) String() string {
 		return "cache-tombstone"
 	case KindCacheExpiry:
 		return "cache-expiry"
+	case KindCacheCopy:
+		return "cache-copy"
 	}
 	return fmt.Sprintf("kind(0x%02x)", uint8(k))
 }

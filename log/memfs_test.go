@@ -104,7 +104,19 @@ func (m *memFS) ReadDir(dir string) ([]os.DirEntry, error) {
 }
 
 func (m *memFS) MkdirAll(string, os.FileMode) error { return nil }
-func (m *memFS) SyncDir(string) error               { return nil }
+
+func (m *memFS) Rename(oldpath, newpath string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.files[filepath.Clean(oldpath)]
+	if !ok {
+		return &os.PathError{Op: "rename", Path: oldpath, Err: fs.ErrNotExist}
+	}
+	delete(m.files, filepath.Clean(oldpath))
+	m.files[filepath.Clean(newpath)] = d
+	return nil
+}
+func (m *memFS) SyncDir(string) error { return nil }
 
 type memFile struct {
 	fs         *memFS

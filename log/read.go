@@ -22,6 +22,10 @@ type segView struct {
 
 const readChunk = 64 << 10
 
+// pointChunk is what ReadRecord reads ahead: enough to scan from a sparse
+// index entry to a record and cover a small one in one ReadAt.
+const pointChunk = 8 << 10
+
 // snapshot copies what readers need under the lock.
 func (l *Log) snapshot() ([]segView, uint64, uint64, error) {
 	views, start, next, _, err := l.snapshotCuts()
@@ -58,9 +62,32 @@ func (l *Log) Read(from, end uint64, maxRecords int, maxBytes int) (recs []Recor
 	return recs, next, err
 }
 
+// ReadRecord returns the one record at off: a point read for an owner
+// that keeps offsets in an index (a cache reading a value). It reads
+// ahead only pointChunk bytes, not Read's 64 KiB. Its errors are Read's,
+// and a record past the tail is a *CursorError.
+func (l *Log) ReadRecord(off uint64) (Record, error) {
+	recs, _, retry, err := l.readChunked(off, off+1, 1, 0, pointChunk)
+	if retry {
+		recs, _, _, err = l.readChunked(off, off+1, 1, 0, pointChunk)
+	}
+	if err == nil && len(recs) == 0 {
+		err = &CursorError{Requested: off, Available: l.NextOffset()}
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return recs[0], nil
+}
+
 // readOnce is one attempt of Read; retry is set when it got nothing
 // because a truncation changed the files under it.
 func (l *Log) readOnce(from, end uint64, maxRecords int, maxBytes int) ([]Record, uint64, bool, error) {
+	return l.readChunked(from, end, maxRecords, maxBytes, readChunk)
+}
+
+// readChunked is readOnce reading ahead chunk bytes at a time.
+func (l *Log) readChunked(from, end uint64, maxRecords, maxBytes, chunk int) ([]Record, uint64, bool, error) {
 	views, start, last, cuts, err := l.snapshotCuts()
 	if err != nil {
 		return nil, from, false, err
@@ -71,7 +98,7 @@ func (l *Log) readOnce(from, end uint64, maxRecords int, maxBytes int) ([]Record
 	if from > last {
 		return nil, from, false, &CursorError{Requested: from, Available: last}
 	}
-	rd := &rangeReader{cur: from, end: min(end, last), maxRecords: maxRecords, maxBytes: maxBytes}
+	rd := &rangeReader{cur: from, end: min(end, last), maxRecords: maxRecords, maxBytes: maxBytes, chunk: chunk}
 	for i := locate(views, from); i < len(views) && !rd.full(); i++ {
 		if pos, err := rd.readSegment(&views[i]); err != nil {
 			if recs, cut := l.keptSince(rd.recs, cuts); cut {
@@ -133,6 +160,7 @@ type rangeReader struct {
 	cur, end   uint64
 	maxRecords int
 	maxBytes   int
+	chunk      int // read-ahead of each ReadAt
 	bytes      int
 	stop       bool
 	recs       []Record
@@ -160,7 +188,7 @@ func (rd *rangeReader) readSegment(v *segView) (int64, error) {
 	if v.next <= rd.cur {
 		return 0, nil
 	}
-	r := newRecordReader(v.f, v.size, readChunk)
+	r := newRecordReader(v.f, v.size, rd.chunk)
 	for pos := v.posFor(rd.cur); pos < v.size && !rd.full(); {
 		rec, n, err := r.at(pos)
 		if err != nil {

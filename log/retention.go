@@ -29,6 +29,28 @@ func (l *Log) ApplyRetention() (int, error) {
 	return len(victims), l.removeSegments(victims)
 }
 
+// DropBefore deletes the sealed segments, oldest first, whose records all
+// lie below off: an owner that has made those records redundant (a cache
+// whose index snapshot covers them) releases them. Records are never
+// rewritten or renumbered; the active segment always stays, so the new
+// StartOffset is the base of the first segment kept, at most off. Readers
+// of dropped offsets get a TooOld *CursorError. It returns how many
+// segments it deleted.
+func (l *Log) DropBefore(off uint64) (int, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	var victims []*segment
+	for len(l.segs) > 1 && l.segs[0].next <= off && l.segs[0].syncers == 0 {
+		victims = append(victims, l.segs[0])
+		l.segs = l.segs[1:]
+	}
+	l.mu.Unlock()
+	return len(victims), l.removeSegments(victims)
+}
+
 // retentionVictimsLocked detaches the segments retention drops. Readers
 // holding one of them get a TooOld cursor error.
 func (l *Log) retentionVictimsLocked() []*segment {

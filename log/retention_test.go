@@ -145,3 +145,55 @@ func TestOpenRemovesOrphanIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestDropBeforeKeepsSegmentsHoldingTheOffset: only sealed segments wholly
+// below the offset go, the offsets of the rest are unchanged, and a read
+// below the new start is too old.
+func TestDropBeforeKeepsSegmentsHoldingTheOffset(t *testing.T) {
+	o := testOptions(t)
+	o.SegmentBytes = 10 * recSize
+	l := mustOpen(t, o)
+	want := appendN(t, l, 45, 100) // segments at 0, 10, 20, 30, 40
+	if n, err := l.DropBefore(25); n != 2 || err != nil {
+		t.Fatalf("drop before 25: %d %v", n, err)
+	}
+	if l.StartOffset() != 20 {
+		t.Fatalf("start %d, want 20 (the segment holding 25 stays)", l.StartOffset())
+	}
+	got := readAll(t, l, 20)
+	for i, r := range got {
+		if r.Offset != uint64(20+i) || string(r.Payload) != string(want[20+i]) {
+			t.Fatalf("record %d: offset %d", i, r.Offset)
+		}
+	}
+	var ce *CursorError
+	if _, err := l.ReadRecord(19); !errors.As(err, &ce) || !ce.TooOld {
+		t.Fatalf("read of a dropped offset: %v", err)
+	}
+	if n, err := l.DropBefore(1000); n != 2 || err != nil || l.StartOffset() != 40 {
+		t.Fatalf("drop before the tail: %d %v, start %d (the active segment stays)", n, err, l.StartOffset())
+	}
+	l.Close()
+	if l2 := mustOpen(t, o); l2.StartOffset() != 40 || l2.NextOffset() != 45 {
+		t.Fatalf("reopened %d..%d", l2.StartOffset(), l2.NextOffset())
+	}
+}
+
+// TestReadRecordMatchesRead: a point read returns what a range read
+// returns at every offset, and past the tail a cursor error.
+func TestReadRecordMatchesRead(t *testing.T) {
+	o := testOptions(t)
+	o.SegmentBytes = 20 * recSize
+	l := mustOpen(t, o)
+	want := appendN(t, l, 50, 100)
+	for i := range want {
+		r, err := l.ReadRecord(uint64(i))
+		if err != nil || r.Offset != uint64(i) || string(r.Payload) != string(want[i]) {
+			t.Fatalf("offset %d: %+v %v", i, r.Offset, err)
+		}
+	}
+	var ce *CursorError
+	if _, err := l.ReadRecord(50); !errors.As(err, &ce) || ce.TooOld {
+		t.Fatalf("read past the tail: %v", err)
+	}
+}

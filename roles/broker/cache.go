@@ -60,8 +60,54 @@ func (cs *controlStream) serveKeyed(m keyedRequest, action auth.Action, tenant, 
 	if !ok || cs.forwardCache(m, tenant, ns, cache, key, reqID) {
 		return
 	}
+	if c.LogBacked() && cs.out != nil {
+		cs.answerWhenDurable(c, run, reqID)
+		return
+	}
 	msg, e := run(c)
 	cs.answerCache(msg, e, reqID)
+}
+
+// answerWhenDurable runs a request on a log-backed cache here, in the
+// stream's order, and answers it once what it applied or read is durable
+// (core.Cache.WaitStaged), off the read loop: the stream's next requests
+// are applied meanwhile, so the requests in flight on one stream share
+// fsyncs. Each takes one of the stream's owed-answer slots, so at most
+// MaxOwedAcks wait at once (the read loop waits for a slot); the stream's
+// end waits for them.
+func (cs *controlStream) answerWhenDurable(c *core.Cache, run func(*core.Cache) (wire.Message, *wire.Error), reqID uint64) {
+	if cs.out.reserveOwed(cs.ctx) != nil {
+		return // the stream is ending
+	}
+	msg, e := run(c)
+	started := cs.durableAnswers.Go(func() {
+		if e == nil {
+			if err := c.WaitStaged(cs.ctx); err != nil {
+				msg, e = nil, asWireError(err)
+			}
+		}
+		cs.out.sendOwed(cs.encodeAnswer(msg, e, reqID))
+	})
+	if !started {
+		cs.out.cancelOwed()
+	}
+}
+
+// encodeAnswer encodes a cache operation's answer or refusal.
+func (cs *controlStream) encodeAnswer(m wire.Message, e *wire.Error, reqID uint64) []byte {
+	if e != nil {
+		em := e.ErrorMessage(cs.withCodes())
+		em.RequestID = &reqID
+		m = em
+	}
+	b, err := wire.AppendMessageFrame(nil, m)
+	if err != nil {
+		cs.srv.log.Error("cannot encode an answer", "type", m.MessageType(), "err", err)
+		e := wire.NewError(wire.CodeInternal, "cannot encode the answer: %v", err).ErrorMessage(cs.withCodes())
+		e.RequestID = &reqID
+		b, _ = wire.AppendMessageFrame(nil, e)
+	}
+	return b
 }
 
 // answerCache sends a cache operation's answer or refusal.
@@ -75,9 +121,10 @@ func (cs *controlStream) answerCache(m wire.Message, e *wire.Error, reqID uint64
 
 // putIn, getIn and deleteIn run one operation on a cache this
 // broker serves: for its own clients, and for those another broker
-// forwards (forward.go).
+// forwards (forward.go). They use the Staged forms: on a log-backed cache
+// the caller answers only after core.Cache.WaitStaged.
 func putIn(c *core.Cache, m *wire.CachePut) (wire.Message, *wire.Error) {
-	if err := c.Put(m.Key, m.Value, ttlOf(m.TTLMs), time.Now()); err != nil {
+	if err := c.PutStaged(m.Key, m.Value, ttlOf(m.TTLMs), time.Now()); err != nil {
 		return nil, asWireError(err)
 	}
 	return &wire.CacheOK{RequestID: m.RequestID}, nil
@@ -90,7 +137,10 @@ func getIn(c *core.Cache, m *wire.CacheGet, versions bool) (wire.Message, *wire.
 }
 
 func deleteIn(c *core.Cache, m *wire.CacheDelete) (wire.Message, *wire.Error) {
-	v, found := c.Delete(m.Key, time.Now())
+	v, found, err := c.DeleteStaged(m.Key, time.Now())
+	if err != nil {
+		return nil, asWireError(err)
+	}
 	return &wire.CacheValue{RequestID: m.RequestID, Key: m.Key, Value: present(v, found)}, nil
 }
 

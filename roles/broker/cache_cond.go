@@ -38,13 +38,14 @@ func (cs *controlStream) handleCacheGetVersioned(m *wire.CacheGetVersioned) {
 func (cs *controlStream) versions() bool { return cs.features&wire.FeatureCacheConditional != 0 }
 
 // putIfIn, deleteIfIn and getVersionedIn run one operation on a cache this
-// broker serves, for its own clients and forwarded ones.
+// broker serves, for its own clients and forwarded ones, in their Staged
+// forms (see putIn).
 func putIfIn(c *core.Cache, m *wire.CachePutIf) (wire.Message, *wire.Error) {
 	cond := core.CondAbsent()
 	if !m.Condition.Absent {
 		cond = core.CondVersion(m.Condition.Version)
 	}
-	r, err := c.PutIf(m.Key, m.Value, ttlOf(m.TTLMs), cond, time.Now())
+	r, err := c.PutIfStaged(m.Key, m.Value, ttlOf(m.TTLMs), cond, time.Now())
 	if err != nil {
 		return nil, asWireError(err)
 	}
@@ -52,7 +53,7 @@ func putIfIn(c *core.Cache, m *wire.CachePutIf) (wire.Message, *wire.Error) {
 }
 
 func deleteIfIn(c *core.Cache, m *wire.CacheDeleteIf) (wire.Message, *wire.Error) {
-	r, err := c.DeleteIf(m.Key, *m.Version, time.Now())
+	r, err := c.DeleteIfStaged(m.Key, *m.Version, time.Now())
 	if err != nil {
 		return nil, asWireError(err)
 	}
@@ -66,7 +67,7 @@ func getVersionedIn(c *core.Cache, m *wire.CacheGetVersioned) (wire.Message, *wi
 // versionedValue is the cache_value answering a get of key: with the
 // value's version when withVersion and the key was found.
 func versionedValue(c *core.Cache, key string, reqID uint64, withVersion bool) *wire.CacheValue {
-	v, ver, found := c.GetVersioned(key, time.Now())
+	v, ver, found := c.GetVersionedStaged(key, time.Now())
 	m := &wire.CacheValue{RequestID: reqID, Key: key, Value: present(v, found)}
 	if found && withVersion {
 		m.Version = &ver

@@ -147,15 +147,18 @@ func (c *catalogState) ForgetStream(s wire.StreamSpec) {
 // ApplyCache creates or updates a cache in the core.
 func (c *catalogState) ApplyCache(s wire.CacheSpec) error { return c.core.ApplyCache(s) }
 
-// RemoveCache deletes a cache and its entries.
+// RemoveCache deletes a cache: its entries, and the files of its
+// incarnation when it is durable.
 func (c *catalogState) RemoveCache(s wire.CacheSpec) {
-	c.core.RemoveCache(core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache})
+	c.core.DeleteCache(core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache}, s.Incarnation)
 }
 
 // ForgetCache stops serving a cache the catalog's snapshot no longer
-// holds. Caches live in memory, so nothing is left to keep; a cache with
-// files would keep them, as ForgetStream does.
-func (c *catalogState) ForgetCache(s wire.CacheSpec) { c.RemoveCache(s) }
+// holds, as ForgetStream does: nothing deleted it, so a durable cache's
+// files are kept (and served again if it comes back).
+func (c *catalogState) ForgetCache(s wire.CacheSpec) {
+	c.core.RemoveCache(core.CacheKey{Tenant: s.TenantID, Namespace: s.Namespace, Cache: s.Cache})
+}
 
 // countHeld counts (and logs) the durable streams kept on disk without
 // being served, when something may have changed them. The syncer calls it

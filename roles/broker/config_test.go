@@ -71,3 +71,28 @@ func TestConfigFromEnvReportsEveryBadValue(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFromEnvCacheLogSettings: the log-backed cache's index bound
+// and compaction interval reach the core's storage configuration, with
+// their defaults when unset.
+func TestConfigFromEnvCacheLogSettings(t *testing.T) {
+	c, err := ConfigFromEnv(envMap(map[string]string{"FELIX_DURABLE_STORAGE_DIR": "/data"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Durable.storage(); st.CacheIndexBytes != core.DefaultCacheIndexBytes || st.CacheCompactInterval != core.DefaultCacheCompactInterval {
+		t.Fatalf("defaults: %+v", st)
+	}
+	c, err = ConfigFromEnv(envMap(map[string]string{"FELIX_DURABLE_STORAGE_DIR": "/data",
+		"FELIX_CACHE_INDEX_MAX_BYTES": "1048576", "FELIX_CACHE_COMPACT_INTERVAL_MS": "1500"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Durable.storage(); st.CacheIndexBytes != 1<<20 || st.CacheCompactInterval != 1500*time.Millisecond {
+		t.Fatalf("set: %+v", st)
+	}
+	if _, err := ConfigFromEnv(envMap(map[string]string{"FELIX_CACHE_INDEX_MAX_BYTES": "12"})); err == nil ||
+		!strings.Contains(err.Error(), "FELIX_CACHE_INDEX_MAX_BYTES") {
+		t.Fatalf("a bound below 1 KiB: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/internal/gogroup"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -66,6 +67,10 @@ type controlStream struct {
 	// widths are the publish widths declared on this stream, by stream
 	// (publish_width.go); used by the loop's goroutine alone.
 	widths map[core.StreamKey]uint32
+	// durableAnswers are the goroutines answering requests to log-backed
+	// caches once they are durable (cache.go); the stream's end waits for
+	// them.
+	durableAnswers gogroup.Group
 }
 
 // loopEnd says how a request stream's read loop ended.
@@ -85,6 +90,7 @@ func (c *connection) serveControl(st *quic.Stream) {
 	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, c.srv.metrics.outAckDepth, cancel)
 	defer cs.release()
 	end := cs.loop()
+	cs.durableAnswers.Close()
 	cs.out.waitOwed(ctx)
 	cs.out.stop()
 	if end == endRefused {

@@ -9,7 +9,8 @@ import (
 	flog "github.com/felixmq/felix/log"
 )
 
-// DurableConfig is where and how durable streams keep their logs.
+// DurableConfig is where and how durable streams and log-backed caches
+// keep their logs.
 type DurableConfig struct {
 	// StorageDir is the storage root (FELIX_DURABLE_STORAGE_DIR); empty
 	// serves durable streams from memory, with a warning.
@@ -31,6 +32,13 @@ type DurableConfig struct {
 	// RecordPublishers stores the publishing principal with each record
 	// (FELIX_RECORD_PUBLISHERS, default false).
 	RecordPublishers bool
+	// CacheIndexBytes bounds each log-backed cache's key index, 88 bytes
+	// plus the key per key (FELIX_CACHE_INDEX_MAX_BYTES, default 256 MiB);
+	// past it new keys are refused.
+	CacheIndexBytes int64
+	// CacheCompactInterval is how often a log-backed cache considers
+	// compacting its log (FELIX_CACHE_COMPACT_INTERVAL_MS, default 30000).
+	CacheCompactInterval time.Duration
 	// fs replaces the real file system (tests inject faults with it).
 	fs flog.FS
 }
@@ -43,6 +51,8 @@ func (r *envReader) durable(d *DurableConfig) {
 	r.uint64(&d.RetentionBytes, "FELIX_DURABLE_RETENTION_BYTES", 0, math.MaxInt64)
 	r.uint64(&d.RetentionSeconds, "FELIX_DURABLE_RETENTION_SECONDS", 0, 1<<33)
 	r.bool(&d.RecordPublishers, "FELIX_RECORD_PUBLISHERS")
+	r.int64(&d.CacheIndexBytes, "FELIX_CACHE_INDEX_MAX_BYTES", 1<<10, 1<<50)
+	r.millis(&d.CacheCompactInterval, "FELIX_CACHE_COMPACT_INTERVAL_MS", 1)
 }
 
 func (d *DurableConfig) validate() error {
@@ -71,7 +81,9 @@ func (d *DurableConfig) storage() *core.StorageConfig {
 			MaxBytes: d.RetentionBytes,
 			MaxAge:   time.Duration(d.RetentionSeconds) * time.Second,
 		},
-		RecordPublishers: d.RecordPublishers,
-		FS:               d.fs,
+		RecordPublishers:     d.RecordPublishers,
+		CacheIndexBytes:      d.CacheIndexBytes,
+		CacheCompactInterval: d.CacheCompactInterval,
+		FS:                   d.fs,
 	}
 }

@@ -747,7 +747,14 @@ func (s *Server) serveCacheOp(ctx context.Context, h fwdCache, body []byte) peer
 	if e != nil {
 		return answer(nil, e)
 	}
-	rep := answer(run(c))
+	reply, e := run(c)
+	if e == nil {
+		// A log-backed cache answers what is durable (core.Cache.WaitStaged).
+		if err := c.WaitStaged(ctx); err != nil {
+			reply, e = nil, asWireError(err)
+		}
+	}
+	rep := answer(reply, e)
 	rep.Header = ownerGenerationHeader(h.Generation, rt.Generation)
 	return rep
 }
