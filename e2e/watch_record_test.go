@@ -139,6 +139,20 @@ func (kw *keyWriter) run(ctx context.Context, c *felix.Client, cache string, his
 	return acked
 }
 
+// finalPut puts to one of the writer's plain keys, after run stopped,
+// and records it: a write every watch must end with.
+func (kw *keyWriter) finalPut(ctx context.Context, c *felix.Client, cache string, hist *writeHistory) (key, value string, err error) {
+	kw.seq++
+	key = fmt.Sprintf("w/%d/p%d", kw.id, kw.seq%5)
+	value = fmt.Sprintf("%s#%d", key, kw.seq)
+	err = c.CachePut(ctx, "default", cache, key, []byte(value), 0)
+	hist.add(key, writtenOp{Op: "put", Value: value, Acked: err == nil})
+	if kw.live != nil {
+		kw.live[key] = err == nil
+	}
+	return key, value, err
+}
+
 // fillCache puts to keys outside every watched prefix, as fast as
 // workers pipelined calls allow, until ctx ends or a call fails: it
 // drives the log's compaction (which waits for tens of thousands of
