@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -125,6 +129,11 @@ func TestCacheWatchGuaranteesAcrossRestartsAndCompaction(t *testing.T) {
 		}
 		work.Wait()
 		stopWrites()
+		// Compaction must have dropped part of the log by the end, so
+		// that the run covers resumes into what it dropped.
+		fillUntil(t, ctx, c, "watched", "compaction drops the log's first segment", func() bool {
+			return firstSegmentBase(t, dir, "watched") > 0
+		})
 		// The last write, after every writer stopped: once the reference
 		// watch has it, it has everything.
 		if err := c.CachePut(ctx, "default", "watched", "w/end", []byte("end"), 0); err != nil {
@@ -157,12 +166,32 @@ func TestCacheWatchGuaranteesAcrossRestartsAndCompaction(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d acknowledged writes, %d filler puts, %d kills; %d watch sessions (%d resnapshots) delivered %d items",
-		acked, filled, kills, sessions, resnapshots, events)
+	t.Logf("%d acknowledged writes, %d filler puts, %d kills; %d watch sessions (%d resnapshots) delivered %d items; the log starts at %d",
+		acked, filled, kills, sessions, resnapshots, events, firstSegmentBase(t, dir, "watched"))
 	if !complete {
 		t.Logf("the reference watch was resnapshotted: acknowledged writes are checked only through the sessions")
 	}
 	reportWatchErrors(t, validateWatches(all, hist, complete))
+}
+
+// firstSegmentBase is the first offset of the oldest segment of cache's
+// log in felix serve's data directory dir: above 0 once compaction has
+// dropped segments.
+func firstSegmentBase(t *testing.T, dir, cache string) uint64 {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "felix-data", "log", "caches", "default", "default", cache, "*", "log", "*.log"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segments of cache %s in %s (%v)", cache, dir, err)
+	}
+	first := uint64(math.MaxUint64)
+	for _, s := range segs {
+		base, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(s), ".log"), 10, 64)
+		if err != nil {
+			t.Fatalf("segment %s: %v", s, err)
+		}
+		first = min(first, base)
+	}
+	return first
 }
 
 // sawPut reports whether rec delivered a change to key.
