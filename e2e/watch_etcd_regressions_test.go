@@ -53,16 +53,26 @@ func resnapshots(t *testing.T, ctx context.Context, c *felix.Client, cache strin
 	return w.Resnapshot()
 }
 
-// fillUntil writes filler keys until cond holds, failing after 40 s.
+// unpin deletes the key cacheReady wrote: a value written once and never
+// again holds the log's head until a second compaction copies it
+// forward, and without it the first compaction can already drop segments.
+func unpin(t *testing.T, ctx context.Context, c *felix.Client, cache string) {
+	t.Helper()
+	if _, _, err := c.CacheDelete(ctx, "default", cache, "ready"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillUntil writes filler keys until cond holds, failing after 60 s.
 func fillUntil(t *testing.T, ctx context.Context, c *felix.Client, cache, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out filling the cache until %s", what)
 		}
 		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		fillCache(fctx, c, cache, 32, 256)
+		fillCache(fctx, c, cache, 32, 64)
 		cancel()
 	}
 }
@@ -115,12 +125,13 @@ func waitFor(t *testing.T, rec *watchLog, mu *sync.Mutex, key, value string) uin
 // from the delete are checked at every step: each either delivers the
 // delete or resnapshots without the key, never skips it.
 func TestCacheWatchFromACompactedDeleteIsNotSilentlySkipped(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n := startServe(t, regressionEnv...)
 	n.mustFelix(ctx, "admin", "cache", "create", "c18089")
 	c := cacheReady(t, ctx, n, "c18089")
 	defer c.Close()
+	unpin(t, ctx, c, "c18089")
 	f := felix.WatchKey("w/doomed")
 	ref, mu, stop := followReference(t, ctx, c, "c18089", f)
 	hist := newWriteHistory()
@@ -133,12 +144,16 @@ func TestCacheWatchFromACompactedDeleteIsNotSilentlySkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	hist.add("w/doomed", writtenOp{Op: "delete", Acked: true})
+	var del uint64
 	eventually(t, 10*time.Second, "the delete to reach the reference watch", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(ref.Sessions[0].Items) == 2
+		if items := ref.Sessions[0].Items; len(items) == 2 {
+			del = items[1].Offset
+			return true
+		}
+		return false
 	})
-	del := ref.Sessions[0].Items[1].Offset
 	probes := []*watchLog{}
 	compacted := false
 	fillUntil(t, ctx, c, "c18089", "compaction drops the delete", func() bool {
@@ -164,12 +179,13 @@ func TestCacheWatchFromACompactedDeleteIsNotSilentlySkipped(t *testing.T) {
 // the history from it, deletes included; one just below resnapshots to
 // the history's state; and a retained watch shows the history's end state.
 func TestCacheWatchAtTheCompactionBoundaryAfterRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	n := startServeIn(t, dir, regressionEnv...)
 	n.mustFelix(ctx, "admin", "cache", "create", "c19179")
 	c := cacheReady(t, ctx, n, "c19179")
+	unpin(t, ctx, c, "c19179")
 	f := felix.WatchPrefix("w/")
 	ref, mu, stop := followReference(t, ctx, c, "c19179", f)
 	first := ref.Sessions[0].Start
@@ -259,7 +275,7 @@ func TestCacheWatchAtTheCompactionBoundaryAfterRestart(t *testing.T) {
 // log, before and after a SIGKILL; each must deliver every change from
 // its offset exactly once.
 func TestCacheWatchResumesWithoutDuplicatesWhileWritesGoOn(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	f := felix.WatchPrefix("w/")
@@ -346,7 +362,7 @@ func TestCacheWatchResumesWithoutDuplicatesWhileWritesGoOn(t *testing.T) {
 // the next write, and then exactly it; and a start past the next offset is
 // refused, before the restart and after.
 func TestCacheWatchAtTheNextOffsetGetsNothingOlder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	n := startServeIn(t, dir, regressionEnv...)

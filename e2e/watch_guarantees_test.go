@@ -59,6 +59,7 @@ func TestCacheWatchGuaranteesAcrossRestartsAndCompaction(t *testing.T) {
 			n.mustFelix(ctx, "admin", "cache", "create", "watched")
 		}
 		c := cacheReady(t, ctx, n, "watched")
+		unpin(t, ctx, c, "watched")
 		wctx, stopWatches := context.WithCancel(ctx)
 		var watches sync.WaitGroup
 		follow := func(spec watchSpec, rec *watchLog) {
