@@ -62,6 +62,19 @@ func TestBenchScenariosRun(t *testing.T) {
 	if f := figures("cache", "--duration", "1s", "--inflight", "8"); f["ops_per_s"] <= 0 || f["errors"] != 0 {
 		t.Errorf("cache: %v", f)
 	}
+	f = figures("cache", "--mode", "put", "--duration", "1s", "--inflight", "16")
+	if f["puts"] <= 0 || f["errors"] != 0 || f["put_p50"] <= 0 {
+		t.Errorf("cache puts: %v", f)
+	}
+	if f := figures("cache", "--mode", "latency", "--duration", "1s"); f["puts"] <= 0 || f["put_p50"] <= 0 {
+		t.Errorf("cache latency: %v", f)
+	}
+	// The scenario itself fails if the key's counter is not the number of
+	// updates applied.
+	f = figures("cache", "--mode", "cas", "--duration", "1s", "--callers", "4")
+	if f["applied"] <= 0 || f["errors"] != 0 || f["unconfirmed"] != 0 || f["update_p50"] <= 0 {
+		t.Errorf("cache cas: %v", f)
+	}
 	f = figures("durable", "--mode", "acked", "--inflight", "8", "--duration", "1s")
 	if f["published"] <= 0 || f["publish_errors"] != 0 || f["delivered"] != f["published"] {
 		t.Errorf("durable acked: %v", f)

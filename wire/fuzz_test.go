@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -362,6 +363,31 @@ func FuzzFrameReaderResume(f *testing.F) {
 			if got.Flags != want.Flags || !bytes.Equal(got.Payload, want.Payload) {
 				t.Fatalf("frame %d differs from the clean read", i)
 			}
+		}
+	})
+}
+
+// FuzzLeadingType checks the shortcut ParseMessage takes for a message
+// that starts with its type against a full decode: whenever it answers,
+// a valid message has that type and no other.
+func FuzzLeadingType(f *testing.F) {
+	f.Add([]byte(`{"type":"cache_put","key":"k"}`))
+	f.Add([]byte(`{"type":"a","type":"b"}`))
+	f.Add([]byte(`{"type":"a\u0062"}`))
+	f.Add([]byte(`{"type":"cache_get","x":{"type":"y"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		typ, ok := leadingType(b)
+		if !ok || !json.Valid(b) {
+			return
+		}
+		var head struct {
+			Type *string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return // valid JSON that is not an object of this shape
+		}
+		if head.Type == nil || *head.Type != typ {
+			t.Fatalf("leadingType(%q) = %q, a full decode %v", b, typ, head.Type)
 		}
 	})
 }

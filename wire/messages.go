@@ -289,24 +289,61 @@ func ParseMessage(b []byte) (Message, error) {
 	if m, ok := parseCacheChange(b); ok {
 		return m, nil
 	}
-	var head struct {
-		Type *string `json:"type"`
+	typ, ok := leadingType(b)
+	if !ok {
+		var head struct {
+			Type *string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, NewError(CodeInvalidRequest, "invalid JSON message: %v", err)
+		}
+		if head.Type == nil || *head.Type == "" {
+			return nil, NewError(CodeInvalidRequest, "message has no type")
+		}
+		typ = *head.Type
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, NewError(CodeInvalidRequest, "invalid JSON message: %v", err)
-	}
-	if head.Type == nil || *head.Type == "" {
-		return nil, NewError(CodeInvalidRequest, "message has no type")
-	}
-	m := newMessage(*head.Type)
+	m := newMessage(typ)
 	if m == nil {
-		return &Unknown{Type: *head.Type, Raw: append(json.RawMessage(nil), b...)}, nil
+		if ok && !json.Valid(b) {
+			return nil, NewError(CodeInvalidRequest, "invalid JSON message")
+		}
+		return &Unknown{Type: typ, Raw: append(json.RawMessage(nil), b...)}, nil
 	}
 	if err := json.Unmarshal(b, m); err != nil {
-		return nil, NewError(CodeInvalidRequest, "invalid %s message: %v", *head.Type, err)
+		return nil, NewError(CodeInvalidRequest, "invalid %s message: %v", typ, err)
 	}
 	normalizeKey(m)
 	return m, nil
+}
+
+// leadingType reads the type of a message that starts {"type":"T", as
+// every encoder of this protocol writes it, with T printable ASCII free of
+// escapes and the object's only "type" member: then the message is
+// decoded once rather than twice. Anything else reports false and is decoded in full
+// to find its type.
+func leadingType(b []byte) (string, bool) {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return "", false
+	}
+	rest := b[len(prefix):]
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 {
+		return "", false
+	}
+	for _, c := range rest[:end] {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return "", false
+		}
+	}
+	// encoding/json matches member names without regard to case, and the
+	// last of several wins: any other "type" member takes the long way.
+	for i := end; i+6 <= len(rest); i++ {
+		if rest[i] == '"' && rest[i+5] == '"' && bytes.EqualFold(rest[i+1:i+5], []byte("type")) {
+			return "", false
+		}
+	}
+	return string(rest[:end]), true
 }
 
 // normalizeKey makes an empty routing key ("key":"") the same as no key,

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -36,7 +38,7 @@ func TestRaftStoreSnapshotInstall(t *testing.T) {
 			defer wg.Done()
 			s := g.stores[uint64(w%2+1)]
 			for i := w; i < n; i += workers {
-				if err := s.CreateStream(bg, wire.StreamSpec{TenantID: "acme", Namespace: "prod", Stream: fmt.Sprintf("s%04d", i), Shards: 1}); err != nil {
+				if err := createRetrying(s, wire.StreamSpec{TenantID: "acme", Namespace: "prod", Stream: fmt.Sprintf("s%04d", i), Shards: 1}); err != nil {
 					errs <- err
 					return
 				}
@@ -129,4 +131,25 @@ func TestRaftStoreRebuildsADiscardedCatalog(t *testing.T) {
 		t.Fatalf("member 2 has %d streams after rebuilding its catalog, want 250", len(list))
 	}
 	assertSameCatalogs(t, g)
+}
+
+// createRetrying creates spec, asking again while the group has no leader
+// to take it (a two-member group on a loaded machine may lose its leader
+// for an election); a create that landed before its answer was lost is
+// then found existing.
+func createRetrying(s *RaftStore, spec wire.StreamSpec) error {
+	for attempt := 0; ; attempt++ {
+		err := s.CreateStream(bg, spec)
+		var we *wire.Error
+		switch {
+		case err == nil:
+			return nil
+		case attempt > 0 && errors.Is(err, ErrConflict):
+			return nil
+		case attempt < 5 && errors.As(err, &we) && we.Code == wire.CodeShardUnavailable:
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		return err
+	}
 }

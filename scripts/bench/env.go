@@ -104,10 +104,16 @@ func (e *env) felixGroup(ctx context.Context, key string) (*felixCluster, error)
 
 // etcd returns the running three-member etcd cluster for key.
 func (e *env) etcd(ctx context.Context, key string) (*etcdCluster, error) {
+	return e.etcdMembers(ctx, key, 3)
+}
+
+// etcdMembers returns the running etcd cluster for key, starting it with
+// the given number of members on first use.
+func (e *env) etcdMembers(ctx context.Context, key string, members int) (*etcdCluster, error) {
 	if c, ok := e.etcds[key]; ok {
 		return c, nil
 	}
-	c, err := startEtcd(ctx, e.p, e.self, e.dir("etcd"), 3)
+	c, err := startEtcd(ctx, e.p, e.self, e.dir("etcd"), members)
 	if err != nil {
 		return nil, err
 	}

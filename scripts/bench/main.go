@@ -55,6 +55,7 @@ type options struct {
 	watchNs         []int
 	watchDuration   time.Duration
 	metaConcurrency int
+	casCallers      int
 	timeout         time.Duration
 }
 
@@ -83,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	watchNs := fs.String("watch-n", "100,1000,10000", "watch-fanout watcher counts")
 	fs.DurationVar(&o.watchDuration, "watch-duration", 10*time.Second, "updates of each watch-fanout run (bounded to 1 minute)")
 	fs.IntVar(&o.metaConcurrency, "meta-concurrency", 16, "concurrent callers for meta")
+	fs.IntVar(&o.casCallers, "cas-callers", 16, "callers updating the one key in cache-cas")
 	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "stop everything after this long")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -105,6 +107,9 @@ func parseFlags(args []string) (*options, error) {
 		def("duration", func() { o.duration = 2 * time.Second })
 		def("pubsub-duration", func() { o.pubsubDuration = 2 * time.Second })
 		def("timeout", func() { o.timeout = 3 * time.Minute })
+	}
+	if o.casCallers < 1 {
+		return nil, errors.New("--cas-callers must be at least 1")
 	}
 	if o.rounds < 1 || o.warmup < 0 {
 		return nil, errors.New("--rounds must be at least 1 and --warmup at least 0")

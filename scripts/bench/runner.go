@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -26,7 +27,7 @@ func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 		for _, m := range c.metrics {
 			s := &Series{Workload: w.name, Case: c.name, Metric: m.label, Unit: m.unit, Lower: m.lower, Note: w.note}
 			if c.peer != nil && m.peerKey != "" {
-				s.Peer = w.peer
+				s.Peer = cmp.Or(c.peerName, w.peer)
 			}
 			series[i] = append(series[i], s)
 		}

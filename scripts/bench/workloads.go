@@ -24,6 +24,8 @@ type caseSpec struct {
 	metrics []metric
 	felix   func(ctx context.Context, e *env) (figures, error)
 	peer    func(ctx context.Context, e *env) (figures, error) // nil: no peer
+	// peerName names this case's peer when it is not the workload's.
+	peerName string
 }
 
 // workload is one row group of the table.
@@ -54,7 +56,7 @@ func pubsubArgs(extra ...string) []string {
 
 // allWorkloads is every workload in the order they run.
 func allWorkloads() []workload {
-	return []workload{
+	ws := []workload{
 		{name: "pubsub-4k", peer: "NATS core (TLS)", cases: func(o *options) []caseSpec {
 			d := o.pubsubDuration
 			return []caseSpec{{
@@ -235,6 +237,7 @@ func allWorkloads() []workload {
 		{name: "watch-fanout-nats", peer: "NATS KV watch, memory storage (TLS)", note: watchFanoutNote,
 			cases: func(o *options) []caseSpec { return watchFanoutCases(o, natsWatchPeer) }},
 	}
+	return append(ws, cacheWorkloads()...)
 }
 
 func durableAcked(o *options, fsync, name string, syncAlways bool) caseSpec {

@@ -91,35 +91,55 @@ func (cs *callStream) breakWith(err error) {
 
 // pickStream returns a call stream of this end for one call, counted
 // among its writers until the call's request is written: one no call is
-// writing to, else a new one while there are fewer than maxCallStreams,
+// writing to, else a new one while there are fewer than maxCallStreams
+// (one opened at a time; a caller with no stream to take waits for it),
 // else the one with the fewest writers.
 func (l *Link) pickStream(ctx context.Context) (*callStream, error) {
-	l.cmu.Lock()
-	var best *callStream
-	live := l.out[:0]
-	for _, cs := range l.out {
-		if cs.ctx.Err() != nil {
-			continue
+	for {
+		l.cmu.Lock()
+		var best *callStream
+		live := l.out[:0]
+		for _, cs := range l.out {
+			if cs.ctx.Err() != nil {
+				continue
+			}
+			live = append(live, cs)
+			if best == nil || cs.writers.Load() < best.writers.Load() {
+				best = cs
+			}
 		}
-		live = append(live, cs)
-		if best == nil || cs.writers.Load() < best.writers.Load() {
-			best = cs
+		clear(l.out[len(live):])
+		l.out = live
+		if best != nil && (best.writers.Load() == 0 || l.opened != nil || len(l.out) >= maxCallStreams) {
+			best.writers.Add(1)
+			l.cmu.Unlock()
+			return best, nil
 		}
-	}
-	clear(l.out[len(live):])
-	l.out = live
-	if best != nil && (best.writers.Load() == 0 || len(l.out)+l.opening >= maxCallStreams) {
-		best.writers.Add(1)
+		if opened := l.opened; opened != nil {
+			// Another caller is opening the first stream: wait for it.
+			l.cmu.Unlock()
+			select {
+			case <-opened:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		opened := make(chan struct{})
+		l.opened = opened
 		l.cmu.Unlock()
-		return best, nil
+		return l.openStream(ctx, opened)
 	}
-	l.opening++
-	l.cmu.Unlock()
+}
 
+// openStream opens a call stream for the caller that set l.opened, and
+// lets those waiting for it look again.
+func (l *Link) openStream(ctx context.Context, opened chan struct{}) (*callStream, error) {
 	st, err := l.qc.OpenStreamSync(ctx)
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
-	l.opening--
+	l.opened = nil
+	close(opened)
 	if err != nil {
 		return nil, fmt.Errorf("peer: open a call stream to %s: %w", l.peer.NodeID, remoteError(err))
 	}

@@ -52,10 +52,11 @@ type Link struct {
 
 	// cmu guards the call streams (callstream.go).
 	cmu sync.Mutex
-	// out are the call streams this end opened, at most maxCallStreams
-	// with opening more being opened.
-	out     []*callStream // guarded by cmu
-	opening int           // guarded by cmu
+	// out are the call streams this end opened, at most maxCallStreams.
+	out []*callStream // guarded by cmu
+	// opened is non-nil while a call stream is being opened, and closed
+	// when that ends.
+	opened chan struct{} // guarded by cmu
 	// streams are the call streams' goroutines: readers of either end and
 	// the cancels callers send. run closes it once the link has ended.
 	streams gogroup.Group

@@ -152,18 +152,7 @@ func Command() *cli.Command {
 					})
 				},
 			},
-			{
-				Name:  "cache",
-				Usage: "get/put operations per second with N requests in flight",
-				Flags: withClient(dur, &cli.IntFlag{Name: "inflight", Value: 32, Usage: "requests in flight"},
-					&cli.IntFlag{Name: "value", Value: 256, Usage: "value size in bytes"},
-					&cli.IntFlag{Name: "keys", Value: 10000, Usage: "distinct keys"}),
-				Action: func(c *cli.Context) error {
-					return run(c, func(ctx context.Context, t *target) (*result, error) {
-						return runCache(ctx, t, max(1, c.Int("inflight")), c.Int("value"), max(1, c.Int("keys")), bounded(c.Duration("duration")))
-					})
-				},
-			},
+			cacheCommand(withClient, dur),
 			{
 				Name:  "quic-raw",
 				Usage: "bulk bytes on one QUIC stream between two endpoints on loopback: the transport's ceiling",

@@ -6,9 +6,11 @@
 // optionally --durable), durable (pubsub and latency on a durable stream,
 // by --mode), fanout (a fixed offered rate to N subscribers, latency from
 // each message's intended send time; --max searches the highest rate kept
-// up with), latency, cache, subs-idle (N idle subscriptions; with
-// --broker-pid the broker's RSS growth per subscription from /proc), meta
-// (control-plane stream creates per second) and quic-raw.
+// up with), latency, cache (a get/put mix, acked puts, one put at a
+// time or compare-and-set on one key, by --mode), subs-idle (N idle
+// subscriptions; with --broker-pid the broker's RSS growth per
+// subscription from /proc), meta (control-plane stream creates per
+// second) and quic-raw.
 //
 // Every scenario is bounded in time and message count, creates uniquely
 // named streams or caches and deletes them at the end, talks only to the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -210,58 +209,5 @@ func runLatency(ctx context.Context, t *target, payload int, count int, d time.D
 		r.add("forwarded_share", float64(split[false].seen)/float64(max(1, n)), "of publishes")
 	}
 	addForwarded(r, before, forwardCounters(ctx, t.routing.metrics))
-	return r, nil
-}
-
-// runCache keeps inflight get/put requests going against one cache.
-func runCache(ctx context.Context, t *target, inflight, value, keys int, d time.Duration) (*result, error) {
-	cache, err := t.admin.createCache(ctx, t.ns, "bench-cache")
-	if err != nil {
-		return nil, err
-	}
-	defer t.admin.deleteCache(context.Background(), t.ns, cache)
-	c, err := t.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	val := make([]byte, value)
-	if err := whenReady(ctx, func() error { return c.CachePut(ctx, t.ns, cache, "warm", val, 0) }); err != nil {
-		return nil, err
-	}
-	gets, puts := t.progress.counter("gets"), t.progress.counter("puts")
-	var errs atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	stop := start.Add(d)
-	for w := 0; w < inflight; w++ {
-		wg.Add(1)
-		go func(seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, seed*7+1))
-			for time.Now().Before(stop) && ctx.Err() == nil {
-				key := fmt.Sprintf("k%d", rng.IntN(keys))
-				if rng.IntN(2) == 0 {
-					if err := c.CachePut(ctx, t.ns, cache, key, val, time.Minute); err != nil {
-						errs.Add(1)
-					}
-					puts.Add(1)
-				} else {
-					if _, _, err := c.CacheGet(ctx, t.ns, cache, key); err != nil {
-						errs.Add(1)
-					}
-					gets.Add(1)
-				}
-			}
-		}(uint64(w + 1))
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds() // measured, not planned: the last requests end after d
-	r := &result{Scenario: "cache", Params: map[string]any{"inflight": inflight, "value_bytes": value, "keys": keys, "duration": d.String()}}
-	r.add("measured_s", secs, "s")
-	r.add("ops_per_s", float64(gets.Load()+puts.Load())/secs, "ops/s")
-	r.add("gets_per_s", float64(gets.Load())/secs, "ops/s")
-	r.add("puts_per_s", float64(puts.Load())/secs, "ops/s")
-	r.add("errors", float64(errs.Load()), "errors")
 	return r, nil
 }
