@@ -338,8 +338,13 @@ func leadingType(b []byte) (string, bool) {
 	}
 	// encoding/json matches member names without regard to case, and the
 	// last of several wins: any other "type" member takes the long way.
-	for i := end; i+6 <= len(rest); i++ {
-		if rest[i] == '"' && rest[i+5] == '"' && bytes.EqualFold(rest[i+1:i+5], []byte("type")) {
+	for i := end + 1; ; i++ {
+		j := bytes.IndexByte(rest[i:], '"') // jump quote to quote: values can be long
+		if j < 0 || i+j+6 > len(rest) {
+			break
+		}
+		i += j
+		if rest[i+5] == '"' && bytes.EqualFold(rest[i+1:i+5], []byte("type")) {
 			return "", false
 		}
 	}
