@@ -31,7 +31,11 @@
 //     the previous one ran); under FsyncPeriodic and FsyncNone it returns
 //     at once. FsyncPeriodic fsyncs every FsyncInterval, so a machine crash
 //     can lose up to that much acknowledged data; FsyncNone fsyncs only at
-//     Open, when a segment is sealed, on Sync and on Close.
+//     Open, when a segment is sealed, on Sync and on Close. An owner that
+//     must learn when records become durable without waiting for them
+//     (a cache releasing changes to its watches) sets Options.OnDurable,
+//     which the flusher calls after its runs, and calls SyncSoon after
+//     an append that no Wait will follow.
 //  4. A write error (ENOSPC included) consumes no offsets and leaves the
 //     log usable. A failed fsync, or a failed rollback after a write error,
 //     fails the log for good: every later Append returns an error wrapping

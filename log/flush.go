@@ -18,6 +18,8 @@ func (l *Log) runFlusher() {
 		defer t.Stop()
 		tickC = t.C
 	}
+	var told uint64 // the durable offset OnDurable was last given
+	toldFailed := false
 	for {
 		select {
 		case <-l.stopC:
@@ -26,6 +28,16 @@ func (l *Log) runFlusher() {
 		case <-tickC:
 		}
 		_ = l.syncOnce() // a failure is recorded in the log and seen by every waiter
+		if l.opts.OnDurable == nil {
+			continue
+		}
+		l.mu.Lock()
+		durable, err := l.durable, l.failErr
+		l.mu.Unlock()
+		if durable != told || (err != nil) != toldFailed {
+			told, toldFailed = durable, err != nil
+			l.opts.OnDurable(durable, err)
+		}
 	}
 }
 
@@ -78,6 +90,12 @@ func (l *Log) kick() {
 	default:
 	}
 }
+
+// SyncSoon wakes the flusher to fsync what is written, without waiting:
+// for an owner whose records must become durable under FsyncAlways when
+// nobody calls Wait for them (Wait does it itself). It does nothing
+// under FsyncNone, which has no flusher.
+func (l *Log) SyncSoon() { l.kick() }
 
 // Wait blocks until a is durable under the policy: under FsyncAlways until
 // an fsync covered it; under the other policies it returns at once, since
