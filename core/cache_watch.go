@@ -116,12 +116,12 @@ type CacheWatch struct {
 	// the state's offset. Nothing is queued meanwhile (every change
 	// queued is past the state's offset, so below released).
 	holdUntil uint64
-	queue      []*CacheChange   // live changes; the live part is queue[qhead:]
-	qhead      int
-	queued     int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
-	end        error // why the watch ended, delivered after the queue
-	endSent    bool
-	closed     bool
+	queue     []*CacheChange // live changes; the live part is queue[qhead:]
+	qhead     int
+	queued    int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
+	end       error // why the watch ended, delivered after the queue
+	endSent   bool
+	closed    bool
 }
 
 // Watch starts a watch. A From past the cache's next offset is refused

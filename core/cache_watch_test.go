@@ -307,7 +307,7 @@ func testCacheWatchModel(t *testing.T, c *Cache, compact bool) {
 		compactions <- 0
 	}
 	dropping := <-compactions
-	c.Sweep(now().Add(time.Hour)) // every remaining ttl ends with an expire
+	c.Sweep(now().Add(time.Hour))                              // every remaining ttl ends with an expire
 	if err := c.WaitStaged(context.Background()); err != nil { // the expiries reach watches once durable
 		t.Fatal(err)
 	}
