@@ -127,7 +127,7 @@ func OpenCacheStore(o CacheStoreOptions) (*CacheStore, error) {
 	s := &CacheStore{opts: o, compact: make(chan struct{}, 1)}
 	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
 		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS,
-		OnDurable: s.logDurable})
+		OnDurable: s.logDurable, BufferAppends: true})
 	if err != nil {
 		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
 	}

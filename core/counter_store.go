@@ -132,7 +132,7 @@ func OpenCounterStore(o CounterStoreOptions) (*CounterStore, error) {
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}
 	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS})
+		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS, BufferAppends: true})
 	if err != nil {
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}

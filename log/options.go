@@ -111,7 +111,20 @@ type Options struct {
 	// the earliest: the appender reads DurableOffset. There is no flusher
 	// under FsyncNone, so it is never called there.
 	OnDurable func(durable uint64, err error)
+	// BufferAppends, under FsyncAlways, keeps appended records in memory
+	// until the flusher's next fsync writes them all in one write (or a
+	// read, a roll, Sync, TruncateTo or Close needs them in the file, or
+	// they pass MaxBufferedBytes): group commit for owners that append one
+	// record per request. It is ignored under the other policies, whose
+	// Wait promises the bytes are in the OS when Append returns. See the
+	// package documentation for what a failed write of buffered records
+	// does.
+	BufferAppends bool
 }
+
+// MaxBufferedBytes is what a log with BufferAppends holds in memory
+// before an append writes it.
+const MaxBufferedBytes = 1 << 20
 
 // withDefaults returns a copy of o with every zero value filled in.
 func (o Options) withDefaults() Options {
