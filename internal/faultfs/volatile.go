@@ -159,3 +159,6 @@ func (f *volatileFile) Truncate(size int64) error {
 	f.fs.mu.Unlock()
 	return nil
 }
+
+// Allocate passes a space reservation through to the wrapped file.
+func (f *volatileFile) Allocate(off, size int64) error { return allocate(f.File, off, size) }
