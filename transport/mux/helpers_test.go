@@ -86,6 +86,7 @@ func rawSession(t *testing.T, cfg transport.Config) (*Session, rawPeer, chan []b
 	s := Server(a, cfg)
 	got := make(chan []byte, 1024)
 	go func() {
+		defer close(got)
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := b.Read(buf)
