@@ -86,6 +86,12 @@ func (s *Session) handle(h header, p []byte) (stop bool, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	since := s.q.addedBytes()
+	defer func() {
+		if err == nil && s.q.chargeCtrl(since) {
+			err = errNotReading
+		}
+	}()
 	switch h.typ {
 	case frameSettings:
 		s.handleSettingsLocked(parseSettings(p))
@@ -168,16 +174,14 @@ func (s *Session) handleSettingsLocked(ss []setting) {
 	broadcast(&s.openC)
 }
 
-// errNotReading ends a session whose peer keeps sending pings while it
-// does not read our frames: the answers would pile up without bound.
-var errNotReading = lost("the peer does not read what we send (write queue over %d bytes)", queueHardLimit)
+// errNotReading ends a session whose peer keeps sending frames that need
+// an answer while it does not read ours: they would pile up without bound.
+var errNotReading = lost("the peer does not read what we send (over %d bytes of answers queued)", ctrlLimit)
 
 func (s *Session) handlePingLocked(h header, p []byte) error {
 	v := binary.BigEndian.Uint64(p)
 	if h.flags&flagAck == 0 {
-		if _, over := s.q.add(func(b []byte) []byte { return appendU64Frame(b, framePing, flagAck, 0, v) }); over {
-			return errNotReading
-		}
+		s.q.add(func(b []byte) []byte { return appendU64Frame(b, framePing, flagAck, 0, v) })
 		return nil
 	}
 	if sent := int64(v); sent >= 0 && sent <= s.now() {

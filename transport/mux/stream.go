@@ -257,11 +257,10 @@ func (st *stream) queueDataLocked(p []byte) bool {
 		}
 		return st.s.q.addRef(st.id, p, st.refDoneC)
 	}
-	ok, _ := st.s.q.add(func(b []byte) []byte {
+	return st.s.q.add(func(b []byte) []byte {
 		b = appendHeader(b, frameData, 0, st.id, len(p))
 		return append(b, p...)
 	})
-	return ok
 }
 
 // TryWriteAll writes all of p if stream and connection credit and the

@@ -33,7 +33,9 @@ func (s *Session) timerLoop() {
 		if keepAlive > 0 {
 			since := max(last, s.lastPing.Load())
 			if now-since >= keepAlive {
+				s.mu.Lock() // every adder but the read loop holds it (chargeCtrl)
 				s.q.add(func(b []byte) []byte { return appendU64Frame(b, framePing, 0, 0, uint64(now)) })
+				s.mu.Unlock()
 				s.lastPing.Store(now)
 				s.kick()
 				since = now

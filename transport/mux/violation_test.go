@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 
@@ -79,4 +80,26 @@ func TestProtocolCloseReachesPeer(t *testing.T) {
 		}
 	}
 	t.Fatalf("the peer got no CLOSE frame naming the violation: %q", all)
+}
+
+func TestPeerThatDoesNotReadIsDisconnected(t *testing.T) {
+	a, peer := net.Pipe() // nobody reads peer: our writes stall
+	s := Server(a, transport.Config{})
+	defer s.CloseWithError(0, "")
+	defer peer.Close()
+	ping := appendU64Frame(nil, framePing, 0, 0, 1)
+	var batch []byte
+	for range 1000 {
+		batch = append(batch, ping...)
+	}
+	peer.Write(clientSettings())
+	for s.Err() == nil {
+		if _, err := peer.Write(batch); err != nil {
+			break
+		}
+	}
+	<-s.Context().Done()
+	if err := context.Cause(s.Context()); !errors.Is(err, transport.ErrConnectionLost) || !strings.Contains(err.Error(), "does not read") {
+		t.Fatalf("session ended with %v", err)
+	}
 }

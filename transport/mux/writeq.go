@@ -13,10 +13,11 @@ const (
 	// queueSoftLimit is the queued bytes above which a stream writer
 	// waits for the queue to drain before adding more.
 	queueSoftLimit = 256 << 10
-	// queueHardLimit is the queued bytes above which a control frame the
-	// read loop must send (it never waits) ends the session: the peer
-	// sends us frames but does not read ours.
-	queueHardLimit = 4 << 20
+	// ctrlLimit bounds the bytes of frames the read loop queues (answers
+	// to pings and stop-sendings, stream credit) between two drains of
+	// the queue: it never waits, so past this the session ends. The
+	// peer sends us frames but does not read ours.
+	ctrlLimit = 1 << 20
 	// closeFlushTimeout bounds how long closing waits to write its CLOSE
 	// frame.
 	closeFlushTimeout = time.Second
@@ -40,6 +41,8 @@ type writeQueue struct {
 	buf    []byte        // encoded frames, in order; guarded by mu
 	refs   []payloadRef  // large payloads between them, in order; guarded by mu
 	closed bool          // no more frames are taken; guarded by mu
+	added  uint64        // bytes ever added; guarded by mu
+	ctrl   uint64        // bytes the read loop added since the last take; guarded by mu
 	spaceC chan struct{} // closed and replaced each time the queue drains; guarded by mu
 
 	// Used only by the write lock's holder.
@@ -48,15 +51,35 @@ type writeQueue struct {
 }
 
 // add appends frames built by fill; it reports false once the queue is
-// closed. over reports whether the queue passed queueHardLimit.
-func (q *writeQueue) add(fill func([]byte) []byte) (ok, over bool) {
+// closed.
+func (q *writeQueue) add(fill func([]byte) []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return false, false
+		return false
 	}
+	n := len(q.buf)
 	q.buf = fill(q.buf)
-	return true, len(q.buf) > queueHardLimit
+	q.added += uint64(len(q.buf) - n)
+	return true
+}
+
+// addedBytes is how many bytes were ever added.
+func (q *writeQueue) addedBytes() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.added
+}
+
+// chargeCtrl counts the bytes added since addedBytes returned since as
+// the read loop's and reports whether they passed ctrlLimit. The read
+// loop calls both under the session lock, which every other adder
+// holds too, so the difference is its own.
+func (q *writeQueue) chargeCtrl(since uint64) (over bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ctrl += q.added - since
+	return q.ctrl > ctrlLimit
 }
 
 // addRef appends a DATA frame header and the payload p to be written
@@ -67,7 +90,9 @@ func (q *writeQueue) addRef(stream uint64, p []byte, doneC chan struct{}) bool {
 	if q.closed {
 		return false
 	}
+	n := len(q.buf)
 	q.buf = appendHeader(q.buf, frameData, 0, stream, len(p))
+	q.added += uint64(len(q.buf) - n)
 	q.refs = append(q.refs, payloadRef{at: len(q.buf), p: p, doneC: doneC})
 	return true
 }
@@ -103,6 +128,7 @@ func (q *writeQueue) take() ([]byte, []payloadRef) {
 	}
 	q.buf, q.refs = q.spareBuf[:0], q.spareRefs[:0]
 	q.spareBuf, q.spareRefs = nil, nil
+	q.ctrl = 0
 	return buf, refs
 }
 
