@@ -441,3 +441,69 @@ func TestErrorTexts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBlockedWriterWokenByStopSending(t *testing.T) {
+	const window = 16 << 10
+	cfg := transport.Config{InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window}
+	cli, srv := tcpPair(t, cfg, cfg)
+	ctx := ctxT(t)
+	st, _ := cli.OpenStreamSync(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := st.Write(make([]byte, 10*window)); done <- err }()
+	rs, err := srv.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.CancelRead(5)
+	var se *transport.StreamError
+	if err := <-done; !errors.As(err, &se) || se.Code != 5 || !se.Remote {
+		t.Fatalf("blocked write after the peer's stop-sending: %v", err)
+	}
+}
+
+func TestCloseDuringWriteSendsFINAfterIt(t *testing.T) {
+	const window = 16 << 10
+	cfg := transport.Config{InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window}
+	cli, srv := tcpPair(t, cfg, cfg)
+	ctx := ctxT(t)
+	st, _ := cli.OpenStreamSync(ctx)
+	data := bytes.Repeat([]byte("felix"), 4*window)
+	done := make(chan error, 1)
+	go func() { _, err := st.Write(data); done <- err }()
+	rs, err := srv.AcceptStream(ctx) // the write has begun
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // while Write waits for credit
+	got := readAll(t, rs)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes before EOF, want %d", len(got), len(data))
+	}
+}
+
+func TestSessionCloseEndsStreamOperations(t *testing.T) {
+	cli, srv := tcpPair(t, transport.Config{}, transport.Config{})
+	ctx := ctxT(t)
+	st, _ := cli.OpenStreamSync(ctx)
+	st.Write([]byte("x"))
+	rs, _ := srv.AcceptStream(ctx)
+	ctxDone := st.Context()
+	acceptErr := make(chan error, 1)
+	go func() { _, err := srv.AcceptUniStream(ctx); acceptErr <- err }()
+	cli.CloseWithError(3, "bye")
+	var ae *transport.ApplicationError
+	<-ctxDone.Done()
+	if c := context.Cause(ctxDone); !errors.As(c, &ae) || ae.Remote || ae.Code != 3 {
+		t.Fatalf("stream context cause after our close: %v", c)
+	}
+	if err := <-acceptErr; !errors.As(err, &ae) || !ae.Remote || ae.Message != "bye" {
+		t.Fatalf("peer's pending accept: %v", err)
+	}
+	rs.Read(make([]byte, 1)) // the buffered byte
+	if _, err := rs.Read(make([]byte, 1)); !errors.As(err, &ae) || !ae.Remote {
+		t.Fatalf("peer's read after close: %v", err)
+	}
+}
