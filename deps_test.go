@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"raftmeta":             {"wire", "internal/metricdoc"},
 	"raftmeta/fsm":         {},                       // the state machine contract: a leaf
 	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
-	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup"},
+	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup", "transport"},
 	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
 	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
 	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
@@ -58,11 +58,10 @@ const quicModule = "github.com/quic-go/quic-go"
 // implementation. Every owner that exists must still import quic-go, so
 // the list shrinks as the transport interface takes over.
 var quicOwners = map[string]bool{
-	"roles/broker":      true,
-	"roles/broker/peer": true, // broker-to-broker links
-	"roles/cli/bench":   true,
-	"sdk/felix":         true,
-	"transport/quictr":  true, // the quic-go implementation of transport/
+	"roles/broker":     true,
+	"roles/cli/bench":  true,
+	"sdk/felix":        true,
+	"transport/quictr": true, // the quic-go implementation of transport/
 }
 
 // quicRuleViolations returns one message per import of quic-go by rel
