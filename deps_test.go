@@ -58,7 +58,6 @@ const quicModule = "github.com/quic-go/quic-go"
 // implementation. Every owner that exists must still import quic-go, so
 // the list shrinks as the transport interface takes over.
 var quicOwners = map[string]bool{
-	"roles/broker":     true,
 	"roles/cli/bench":  true,
 	"sdk/felix":        true,
 	"transport/quictr": true, // the quic-go implementation of transport/

@@ -26,7 +26,9 @@
 //     translated error. The translated context is made the first time
 //     Context is called (once per connection or stream), so a stream
 //     whose context nobody asks for costs nothing.
-//  4. Read and Write add no allocation to quic-go's on success; a bidirectional
+//  4. Beyond the interface, a connection has SendStats (bytes sent and
+//     the smoothed RTT), which callers find with a type assertion.
+//  5. Read and Write add no allocation to quic-go's on success; a bidirectional
 //     stream is one wrapper for both directions, so it can key a map
 //     whichever interface it is held as.
 package quictr

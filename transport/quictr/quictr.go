@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -111,7 +112,16 @@ func (c *conn) Context() context.Context {
 func (c *conn) LocalAddr() net.Addr      { return c.qc.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr     { return c.qc.RemoteAddr() }
 func (c *conn) TLS() tls.ConnectionState { return c.qc.ConnectionState().TLS }
-func (c *conn) Kind() transport.Kind     { return transport.QUIC }
+
+// SendStats is the bytes the connection has sent so far and its
+// smoothed round-trip time: how the broker tells, before it closes a
+// connection, that what it wrote has gone out.
+func (c *conn) SendStats() (bytesSent uint64, smoothedRTT time.Duration) {
+	s := c.qc.ConnectionStats()
+	return s.BytesSent, s.SmoothedRTT
+}
+
+func (c *conn) Kind() transport.Kind { return transport.QUIC }
 
 // translatedContext returns a context done with parent whose cause is
 // parent's, translated. It keeps parent's values. Once parent is done
