@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -130,7 +131,8 @@ func (e *DialError) Unwrap() error { return e.Err }
 // handshake or its context timed out), as opposed to failing at once
 // (a bad address, a refused certificate).
 func (e *DialError) Timeout() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) {
+	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, transport.ErrHandshakeTimeout) ||
+		errors.Is(e.Err, transport.ErrIdleTimeout) {
 		return true
 	}
 	var ne net.Error
