@@ -13,60 +13,43 @@ import (
 
 // translate maps an error quic-go returned onto the transport's errors
 // (doc.go, point 2). nil, io.EOF and errors quic-go does not own (a
-// deadline, a context) come back as they are.
+// deadline, a context) come back as they are. It allocates only to build
+// a translated error that carries data.
 func translate(err error) error {
-	switch e := err.(type) {
-	case nil:
-		return nil
-	case *quic.StreamError:
-		return &transport.StreamError{Code: transport.StreamErrorCode(e.ErrorCode), Remote: e.Remote}
-	case *quic.ApplicationError:
-		return &transport.ApplicationError{Code: transport.ApplicationErrorCode(e.ErrorCode), Message: e.ErrorMessage, Remote: e.Remote}
-	case *quic.IdleTimeoutError:
-		return transport.ErrIdleTimeout
-	case *quic.HandshakeTimeoutError:
-		return transport.ErrHandshakeTimeout
-	case *quic.TransportError:
-		return lost(e)
-	case *quic.StatelessResetError:
-		return &lostError{text: e.Error()}
-	}
-	if err == io.EOF {
+	if err == nil || err == io.EOF {
 		return err
 	}
-	if errors.Is(err, quic.ErrWouldBlock) {
-		return transport.ErrWouldBlock
-	}
-	return translateWrapped(err)
-}
-
-// translateWrapped finds a quic-go error deeper in err's chain (quic-go
-// returns them bare, so this is rare) and translates it, dropping the
-// wrapping.
-func translateWrapped(err error) error {
-	var (
-		se *quic.StreamError
-		ae *quic.ApplicationError
-		ie *quic.IdleTimeoutError
-		he *quic.HandshakeTimeoutError
-		te *quic.TransportError
-		re *quic.StatelessResetError
-	)
-	switch {
-	case errors.As(err, &se):
-		return translate(se)
-	case errors.As(err, &ae):
-		return translate(ae)
-	case errors.As(err, &ie):
-		return translate(ie)
-	case errors.As(err, &he):
-		return translate(he)
-	case errors.As(err, &te):
-		return translate(te)
-	case errors.As(err, &re):
-		return translate(re)
+	// quic-go returns its errors bare; a wrapped one is translated too,
+	// dropping the wrapping.
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if t, ok := translateBare(e); ok {
+			return t
+		}
 	}
 	return err
+}
+
+// translateBare translates err itself, reporting whether it is one of
+// quic-go's.
+func translateBare(err error) (error, bool) {
+	switch e := err.(type) {
+	case *quic.StreamError:
+		return &transport.StreamError{Code: transport.StreamErrorCode(e.ErrorCode), Remote: e.Remote}, true
+	case *quic.ApplicationError:
+		return &transport.ApplicationError{Code: transport.ApplicationErrorCode(e.ErrorCode), Message: e.ErrorMessage, Remote: e.Remote}, true
+	case *quic.IdleTimeoutError:
+		return transport.ErrIdleTimeout, true
+	case *quic.HandshakeTimeoutError:
+		return transport.ErrHandshakeTimeout, true
+	case *quic.TransportError:
+		return lost(e), true
+	case *quic.StatelessResetError:
+		return &lostError{text: e.Error()}, true
+	}
+	if err == quic.ErrWouldBlock {
+		return transport.ErrWouldBlock, true
+	}
+	return nil, false
 }
 
 // lostError is a connection that broke without an application close: a

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -361,5 +362,47 @@ func TestTranslateLeavesOthers(t *testing.T) {
 func TestTranslateNilAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = translate(nil) }); n != 0 {
 		t.Fatalf("translate(nil) allocates %v times", n)
+	}
+}
+
+// TestTranslateUntranslatedAllocs: errors passed through untouched (a
+// deadline, a closed stream) cost no allocation either.
+func TestTranslateUntranslatedAllocs(t *testing.T) {
+	deadline := func() error {
+		client, server := pair(t, transport.Config{}, transport.Config{})
+		cs, _ := openPair(t, client, server)
+		cs.SetReadDeadline(time.Now().Add(-time.Second))
+		_, err := cs.Read(make([]byte, 1))
+		return err
+	}()
+	for _, err := range []error{io.EOF, deadline, context.Canceled} {
+		if n := testing.AllocsPerRun(100, func() { _ = translate(err) }); n != 0 {
+			t.Errorf("translate(%v) allocates %v times", err, n)
+		}
+	}
+}
+
+// TestTranslateWrapped: a quic-go error under a wrapping is found.
+func TestTranslateWrapped(t *testing.T) {
+	_, client := pair(t, transport.Config{}, transport.Config{})
+	client.CloseWithError(5, "bye")
+	c := client.(*conn)
+	<-c.qc.Context().Done()
+	wrapped := fmt.Errorf("while reading: %w", context.Cause(c.qc.Context()))
+	wantAppError(t, "wrapped close", translate(wrapped), 5, "bye", false)
+}
+
+func TestSendStats(t *testing.T) {
+	client, server := pair(t, transport.Config{}, transport.Config{})
+	cs, _ := openPair(t, client, server)
+	cs.Write(make([]byte, 1000))
+	s, ok := client.(interface {
+		SendStats() (uint64, time.Duration)
+	})
+	if !ok {
+		t.Fatal("a quictr connection has no SendStats")
+	}
+	if sent, _ := s.SendStats(); sent == 0 {
+		t.Fatal("SendStats says nothing was sent")
 	}
 }
