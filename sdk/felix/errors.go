@@ -111,7 +111,7 @@ func invalidArg(format string, args ...any) error {
 type DialError struct {
 	Addr   string        // the address dialed
 	Waited time.Duration // how long the dial waited before giving up
-	Err    error         // what quic-go or the context reported
+	Err    error         // what the transport or the context reported
 }
 
 // Error implements error. A timeout says that nothing answered and how
