@@ -62,6 +62,10 @@ type Config struct {
 	MaxFrameBytes uint32
 	// DialTimeout bounds the QUIC handshake (default 5s).
 	DialTimeout time.Duration
+	// Transport is how the client reaches the broker: "quic" (the
+	// default), "tcp" (TLS 1.3 over TCP) or "auto" (QUIC, falling back
+	// to TCP). Only "quic" is built so far; the others fail at Connect.
+	Transport string
 
 	envErr error // problems found by ConfigFromEnv, reported by Connect
 }
@@ -121,6 +125,9 @@ func (c Config) withDefaults() Config {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
+	if c.Transport == "" {
+		c.Transport = TransportQUIC
+	}
 	return c
 }
 
@@ -150,6 +157,11 @@ func (c Config) validate() error {
 	}
 	if c.KeepAlive < 0 || c.MaxIdleTimeout < 0 || c.DialTimeout < 0 {
 		bad("KeepAlive, MaxIdleTimeout and DialTimeout must not be negative")
+	}
+	switch c.Transport {
+	case TransportQUIC, TransportTCP, TransportAuto:
+	default:
+		bad("Transport %q: want %q, %q or %q", c.Transport, TransportQUIC, TransportTCP, TransportAuto)
 	}
 	if c.MaxFrameBytes < 1024 {
 		bad("MaxFrameBytes %d: want at least 1024", c.MaxFrameBytes)

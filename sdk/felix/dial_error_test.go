@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/felixmq/felix/transport"
 )
 
 // TestDialTimeoutSaysNothingAnswered dials a UDP socket that reads
@@ -45,5 +47,42 @@ func TestDialContextDeadlineIsATimeout(t *testing.T) {
 	other := dialError("127.0.0.1:1", time.Now(), errors.New("tls: bad certificate"))
 	if other.Timeout() || !strings.Contains(other.Error(), "tls: bad certificate") {
 		t.Fatalf("%q timeout=%v", other.Error(), other.Timeout())
+	}
+}
+
+// TestTransportChoice: "tcp" and "auto" are accepted by validation but
+// refused at Connect until the TCP transport is built; anything else is
+// an invalid config naming the field.
+func TestTransportChoice(t *testing.T) {
+	base := Config{Addr: "127.0.0.1:1", Token: "t", Tenant: "default", RootCAs: x509.NewCertPool()}
+	for _, kind := range []string{TransportTCP, TransportAuto} {
+		cfg := base
+		cfg.Transport = kind
+		c, err := Connect(context.Background(), cfg)
+		if err == nil {
+			c.Close()
+			t.Fatalf("Transport %q connected", kind)
+		}
+		if !errors.Is(err, errTCPNotBuilt) || !strings.Contains(err.Error(), "transport tcp: not built yet") {
+			t.Fatalf("Transport %q: %v, want errTCPNotBuilt", kind, err)
+		}
+	}
+	cfg := base
+	cfg.Transport = "carrier-pigeon"
+	if _, err := Connect(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `Transport "carrier-pigeon"`) {
+		t.Fatalf("Transport carrier-pigeon: %v, want an invalid config naming it", err)
+	}
+	if got := base.withDefaults().Transport; got != TransportQUIC {
+		t.Fatalf("default Transport = %q, want quic", got)
+	}
+}
+
+// TestDialTimeoutSentinelsAreTimeouts: the transport's handshake and idle
+// timeouts count as a dial that nothing answered.
+func TestDialTimeoutSentinelsAreTimeouts(t *testing.T) {
+	for _, err := range []error{transport.ErrHandshakeTimeout, transport.ErrIdleTimeout} {
+		if de := dialError("127.0.0.1:1", time.Now(), err); !de.Timeout() {
+			t.Errorf("%v: Timeout() = false", err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -110,7 +111,7 @@ func invalidArg(format string, args ...any) error {
 type DialError struct {
 	Addr   string        // the address dialed
 	Waited time.Duration // how long the dial waited before giving up
-	Err    error         // what quic-go or the context reported
+	Err    error         // what the transport or the context reported
 }
 
 // Error implements error. A timeout says that nothing answered and how
@@ -130,7 +131,8 @@ func (e *DialError) Unwrap() error { return e.Err }
 // handshake or its context timed out), as opposed to failing at once
 // (a bad address, a refused certificate).
 func (e *DialError) Timeout() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) {
+	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, transport.ErrHandshakeTimeout) ||
+		errors.Is(e.Err, transport.ErrIdleTimeout) {
 		return true
 	}
 	var ne net.Error

@@ -14,8 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -292,7 +291,7 @@ func TestACallCannotSkipTheHandshake(t *testing.T) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN}, Certificates: []tls.Certificate{cr.Cert},
 		InsecureSkipVerify: true}
 	ctx := testCtx(t)
-	qc, err := quic.DialAddr(ctx, b.Addr().String(), tc, nil)
+	qc, err := dial(ctx, b.Addr().String(), tc, transport.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,8 +548,9 @@ func TestABrokenStreamEndsItsCallsUnanswered(t *testing.T) {
 }
 
 // BenchmarkCallRoundTrip measures one call at a time with a small header
-// and a 256-byte body (call), against the floor quic-go sets on the same
-// TLS settings: an echo of as many bytes on one long-lived stream
+// and a 256-byte body (call), against the floor the transport (QUIC,
+// through transport/quictr) sets on the same TLS settings: an echo of as
+// many bytes on one long-lived stream
 // (quic/stream), and on a new stream per exchange (quic/stream-per-call),
 // the design calls had before they shared streams.
 func BenchmarkCallRoundTrip(b *testing.B) {
@@ -571,7 +571,7 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 		}
 	})
 
-	ln, err := quic.ListenAddr("127.0.0.1:0", nb.serverTLS(), nb.quicConfig())
+	ln, err := listen("127.0.0.1:0", nb.serverTLS(), nb.transportConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -601,13 +601,13 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 		}
 	}()
 	var refusal lockedErr
-	qc, err := quic.DialAddr(ctx, ln.Addr().String(), na.clientTLS("broker-b", &refusal), na.quicConfig())
+	qc, err := dial(ctx, ln.Addr().String(), na.clientTLS("broker-b", &refusal), na.transportConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer qc.CloseWithError(0, "")
 	buf := make([]byte, 300)
-	exchange := func(st *quic.Stream) {
+	exchange := func(st transport.Stream) {
 		if _, err := st.Write(buf); err != nil {
 			b.Fatal(err)
 		}

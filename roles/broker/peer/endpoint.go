@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/quic-go/quic-go"
+	"github.com/felixmq/felix/transport"
 )
 
 // Endpoint is one node's end of its peer links: the listener that
@@ -19,7 +19,7 @@ import (
 type Endpoint struct {
 	cfg Config // with defaults; never changes
 	log *slog.Logger
-	ln  *quic.Listener // set by Listen; never changes
+	ln  transport.Listener // set by Listen; never changes
 
 	// ctx ends when Close starts: it cancels handshakes and dials.
 	ctx    context.Context
@@ -49,7 +49,7 @@ func Listen(addr string, cfg Config) (*Endpoint, error) {
 	}
 	cfg = cfg.withDefaults()
 	e := &Endpoint{cfg: cfg, log: cfg.Logger.With("peer_node_id", cfg.NodeID), links: map[*Link]struct{}{}, dialed: map[string]*dialSlot{}}
-	ln, err := quic.ListenAddr(addr, e.serverTLS(), e.quicConfig())
+	ln, err := listen(addr, e.serverTLS(), e.transportConfig())
 	if err != nil {
 		return nil, fmt.Errorf("peer: listen %s: %w", addr, err)
 	}
@@ -60,11 +60,11 @@ func Listen(addr string, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-func (e *Endpoint) quicConfig() *quic.Config {
-	return &quic.Config{
-		HandshakeIdleTimeout: e.cfg.HandshakeTimeout,
-		KeepAlivePeriod:      e.cfg.KeepAlive,
-		MaxIdleTimeout:       e.cfg.MaxIdleTimeout,
+func (e *Endpoint) transportConfig() transport.Config {
+	return transport.Config{
+		HandshakeTimeout: e.cfg.HandshakeTimeout,
+		KeepAlive:        e.cfg.KeepAlive,
+		MaxIdleTimeout:   e.cfg.MaxIdleTimeout,
 		// The handshake stream and the other end's call streams
 		// (callstream.go), with room for those that replace broken ones.
 		MaxIncomingStreams:    1 + 4*maxCallStreams,
