@@ -102,6 +102,7 @@ type Session struct {
 	q           writeQueue
 	flushC      chan struct{} // kicks the writer goroutine (one slot)
 	writeFailed atomic.Bool   // no more writes to conn
+	bytesSent   atomic.Uint64 // bytes handed to conn
 
 	lastRecv atomic.Int64 // nanoseconds since start when a frame last arrived
 	lastPing atomic.Int64 // nanoseconds since start when we last sent a ping
@@ -224,6 +225,14 @@ func (s *Session) CloseWithError(code transport.ApplicationErrorCode, msg string
 	s.closeWith(&transport.ApplicationError{Code: code, Message: msg}, true)
 	s.wg.Wait()
 	return nil
+}
+
+// SendStats is the bytes written to the underlying connection so far
+// (handed to it: over TCP, not necessarily delivered) and the latest
+// ping round trip (0 until one was measured). The broker's linger reads
+// it, as it reads quictr's.
+func (s *Session) SendStats() (bytesSent uint64, rtt time.Duration) {
+	return s.bytesSent.Load(), time.Duration(s.rtt.Load())
 }
 
 // Err is why the session ended, or nil while it runs.

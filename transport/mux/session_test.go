@@ -507,3 +507,18 @@ func TestSessionCloseEndsStreamOperations(t *testing.T) {
 		t.Fatalf("peer's read after close: %v", err)
 	}
 }
+
+func TestSendStatsCountsWrites(t *testing.T) {
+	cli, srv := tcpPair(t, transport.Config{}, transport.Config{})
+	ctx := ctxT(t)
+	st, _ := cli.OpenStreamSync(ctx)
+	before, _ := cli.SendStats()
+	st.Write(make([]byte, 100<<10))
+	st.Close()
+	rs, _ := srv.AcceptStream(ctx)
+	readAll(t, rs)
+	after, _ := cli.SendStats()
+	if after-before < 100<<10 {
+		t.Fatalf("sent %d bytes for a 100 KiB write", after-before)
+	}
+}

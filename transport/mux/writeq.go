@@ -194,20 +194,26 @@ func (s *Session) writeOut(buf []byte, refs []payloadRef) error {
 	prev := 0
 	for _, r := range refs {
 		if r.at > prev {
-			if _, err := s.conn.Write(buf[prev:r.at]); err != nil {
+			if err := s.write(buf[prev:r.at]); err != nil {
 				return err
 			}
 		}
-		if _, err := s.conn.Write(r.p); err != nil {
+		if err := s.write(r.p); err != nil {
 			return err
 		}
 		prev = r.at
 	}
 	if len(buf) > prev {
-		_, err := s.conn.Write(buf[prev:])
-		return err
+		return s.write(buf[prev:])
 	}
 	return nil
+}
+
+// write writes b to the connection and counts it.
+func (s *Session) write(b []byte) error {
+	n, err := s.conn.Write(b)
+	s.bytesSent.Add(uint64(n))
+	return err
 }
 
 // kick asks the writer goroutine to flush: the read loop never writes
