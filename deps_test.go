@@ -16,30 +16,31 @@ const module = "github.com/felixmq/felix"
 // may import (DESIGN.md's package map). Sub-packages inherit their
 // parent's row unless they have one of their own.
 var allowed = map[string][]string{
-	"wire":                 {},
-	"log":                  {},
-	"core/auth":            {"wire"},
-	"core":                 {"wire", "log", "core/auth", "internal/atomicfile", "internal/metricdoc"},
-	"raftmeta":             {"wire", "internal/metricdoc"},
-	"raftmeta/fsm":         {},                       // the state machine contract: a leaf
-	"raftmeta/catalog":     {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
-	"roles/broker":         {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup", "transport"},
-	"roles/controlplane":   {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
-	"roles/cli":            {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
-	"roles/dev":            {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
-	"roles/serve":          {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
-	"sdk/felix":            {"wire", "sdk/felix", "internal/metricdoc", "transport"},
-	"e2e":                  {"sdk/felix", "wire", "e2e"},
-	"":                     {"roles/serve", "internal/buildinfo"}, // main
-	"internal/testenv":     {},
-	"internal/faultfs":     {"log"}, // imported by tests only
-	"internal/atomicfile":  {},      // crash-safe small-file writes, a leaf
-	"internal/metricdoc":   {},      // HELP text for every metric family: a leaf
-	"internal/authtest":    {},      // the expiry cases every side is tested with (tests only)
-	"internal/buildinfo":   {},      // what the binary was built from: a leaf
-	"internal/gogroup":     {},      // goroutines an owner waits for at shutdown: a leaf
-	"roles/broker/sched":   {"core"},
-	"roles/broker/tlsconf": {"internal/atomicfile"},
+	"wire":                   {},
+	"log":                    {},
+	"core/auth":              {"wire"},
+	"core":                   {"wire", "log", "core/auth", "internal/atomicfile", "internal/metricdoc"},
+	"raftmeta":               {"wire", "internal/metricdoc"},
+	"raftmeta/fsm":           {},                       // the state machine contract: a leaf
+	"raftmeta/catalog":       {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
+	"roles/broker":           {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup", "transport"},
+	"roles/controlplane":     {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
+	"roles/cli":              {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
+	"roles/dev":              {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
+	"roles/serve":            {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
+	"sdk/felix":              {"wire", "sdk/felix", "internal/metricdoc", "transport"},
+	"e2e":                    {"sdk/felix", "wire", "e2e"},
+	"":                       {"roles/serve", "internal/buildinfo"}, // main
+	"internal/testenv":       {},
+	"internal/transporttest": {"transport"}, // runs a package's tests once per transport (tests only)
+	"internal/faultfs":       {"log"},       // imported by tests only
+	"internal/atomicfile":    {},            // crash-safe small-file writes, a leaf
+	"internal/metricdoc":     {},            // HELP text for every metric family: a leaf
+	"internal/authtest":      {},            // the expiry cases every side is tested with (tests only)
+	"internal/buildinfo":     {},            // what the binary was built from: a leaf
+	"internal/gogroup":       {},            // goroutines an owner waits for at shutdown: a leaf
+	"roles/broker/sched":     {"core"},
+	"roles/broker/tlsconf":   {"internal/atomicfile"},
 
 	"roles/controlplane/placement": {"wire"}, // pure placement decisions: a leaf
 

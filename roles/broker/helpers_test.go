@@ -24,7 +24,7 @@ import (
 
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/transport"
-	"github.com/felixmq/felix/transport/quictr"
+	"github.com/felixmq/felix/transport/dual"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -309,7 +309,7 @@ func (e *env) dial(window uint64) transport.Conn {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	qc, err := quictr.Dial(ctx, e.srv.Addr().String(), &tls.Config{RootCAs: e.roots, ServerName: "127.0.0.1", NextProtos: []string{ALPN}}, tcfg)
+	qc, err := dual.Dial(ctx, testTransport, e.srv.Addr().String(), &tls.Config{RootCAs: e.roots, ServerName: "127.0.0.1", NextProtos: []string{ALPN}}, tcfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

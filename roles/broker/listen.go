@@ -4,19 +4,20 @@ import (
 	"fmt"
 
 	"github.com/felixmq/felix/transport"
-	"github.com/felixmq/felix/transport/quictr"
+	"github.com/felixmq/felix/transport/dual"
 )
 
 // listen opens the client listeners, the one place that names a
-// transport: QUIC on Config.ListenAddr today. A TLS-over-TCP listener is
-// added here and gets its own accept loop (startAccept), served by the
-// same code. The first listener is the QUIC one.
+// transport: QUIC on Config.ListenAddr and, unless Config.TCPListenAddr is
+// "off", TLS over TCP on it (by default the QUIC listener's port number).
+// Each gets its own accept loop (startAccept), served by the same code.
+// The first listener is the QUIC one.
 func (s *Server) listen() ([]transport.Listener, error) {
-	ln, err := quictr.Listen(s.cfg.ListenAddr, s.tls, s.transportConfig())
+	lns, err := dual.Listen(s.cfg.ListenAddr, s.cfg.TCPListenAddr, s.tls, s.transportConfig())
 	if err != nil {
-		return nil, fmt.Errorf("broker: listen %s: %w", s.cfg.ListenAddr, err)
+		return nil, fmt.Errorf("broker: %w (FELIX_BROKER_ADDR, FELIX_TCP_LISTEN)", err)
 	}
-	return []transport.Listener{ln}, nil
+	return lns, nil
 }
 
 // closeAll closes every listener of lns.

@@ -246,6 +246,19 @@ func (s *Server) Addr() net.Addr {
 	return s.lns[0].Addr()
 }
 
+// TCPAddr is the TLS-over-TCP listener's address (nil before Start, or
+// when FELIX_TCP_LISTEN is off).
+func (s *Server) TCPAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ln := range s.lns {
+		if _, ok := ln.Addr().(*net.TCPAddr); ok {
+			return ln.Addr()
+		}
+	}
+	return nil
+}
+
 // ingressDepth returns the publishes queued for the executors.
 func (s *Server) ingressDepth() int {
 	s.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/felixmq/felix/transport"
-	"github.com/felixmq/felix/transport/quictr"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -49,7 +48,7 @@ func newCacheFake(t testing.TB, handle func(ps *cacheFakeStream)) *cacheFake {
 	t.Helper()
 	cert, pool := selfSigned(t)
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
-	ln, err := quictr.Listen("127.0.0.1:0", tlsConf, transport.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	ln, err := listenTest(tlsConf, transport.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

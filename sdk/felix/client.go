@@ -74,14 +74,10 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	dial, err := dialerFor(cfg.Transport)
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	conn, err := dial(dialCtx, cfg.Addr, tlsConf, transportConfig(cfg))
+	conn, err := dial(dialCtx, cfg, tlsConf)
 	if err != nil {
-		return nil, dialError(cfg.Addr, start, err)
+		return nil, dialError(cfg.Addr, cfg.Transport, start, err)
 	}
 	c := newClient(cfg, conn)
 	first, err := c.openStream(ctx)

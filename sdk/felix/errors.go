@@ -103,15 +103,16 @@ func invalidArg(format string, args ...any) error {
 	return notSent(fmt.Errorf("felix: "+format, args...))
 }
 
-// DialError is a QUIC dial to the broker that failed before a connection
-// was made. QUIC runs over UDP, where nothing answers "connection
-// refused": a broker that is not running, a wrong address and a firewall
-// dropping UDP all end in the same timeout, which Timeout reports. Find it
-// with errors.As.
+// DialError is a dial to the broker that failed before a connection was
+// made. QUIC runs over UDP, where nothing answers "connection refused": a
+// broker that is not running, a wrong address and a firewall dropping UDP
+// all end in the same timeout, which Timeout reports (Transport "tcp" or
+// "auto" gets through where only UDP is dropped). Find it with errors.As.
 type DialError struct {
-	Addr   string        // the address dialed
-	Waited time.Duration // how long the dial waited before giving up
-	Err    error         // what the transport or the context reported
+	Addr      string        // the address dialed
+	Transport string        // Config.Transport: "quic", "tcp" or "auto"
+	Waited    time.Duration // how long the dial waited before giving up
+	Err       error         // what the transport or the context reported
 }
 
 // Error implements error. A timeout says that nothing answered and how
@@ -119,7 +120,7 @@ type DialError struct {
 // activity" or "context deadline exceeded".
 func (e *DialError) Error() string {
 	if e.Timeout() {
-		return fmt.Sprintf("felix: nothing answered at %s over QUIC (UDP) within %v", e.Addr, e.Waited)
+		return fmt.Sprintf("felix: nothing answered at %s over %s within %v", e.Addr, transportName(e.Transport), e.Waited)
 	}
 	return fmt.Sprintf("felix: dial %s: %v", e.Addr, e.Err)
 }
@@ -139,7 +140,18 @@ func (e *DialError) Timeout() bool {
 	return errors.As(e.Err, &ne) && ne.Timeout()
 }
 
-// dialError wraps a failed dial of addr that started at start.
-func dialError(addr string, start time.Time, err error) *DialError {
-	return &DialError{Addr: addr, Waited: time.Since(start).Round(100 * time.Millisecond), Err: err}
+// dialError wraps a failed dial of addr over kind that started at start.
+func dialError(addr, kind string, start time.Time, err error) *DialError {
+	return &DialError{Addr: addr, Transport: kind, Waited: time.Since(start).Round(100 * time.Millisecond), Err: err}
+}
+
+// transportName says how a dial over kind travelled, for messages.
+func transportName(kind string) string {
+	switch kind {
+	case TransportTCP:
+		return "TLS over TCP"
+	case TransportAuto:
+		return "QUIC (UDP) or TLS over TCP"
+	}
+	return "QUIC (UDP)"
 }

@@ -3,10 +3,11 @@ package felix
 import (
 	"context"
 	"crypto/tls"
-	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/felixmq/felix/transport"
-	"github.com/felixmq/felix/transport/quictr"
+	"github.com/felixmq/felix/transport/dual"
 )
 
 // The values of Config.Transport.
@@ -16,20 +17,56 @@ const (
 	TransportAuto = "auto"
 )
 
-// errTCPNotBuilt is Connect's answer to Transport "tcp" or "auto" until
-// the TCP transport is wired in.
-var errTCPNotBuilt = errors.New("felix: transport tcp: not built yet")
+// defaultTransport is Config.Transport's default: QUIC. The package's
+// tests set it to run their suite over each transport.
+var defaultTransport = TransportQUIC
 
-// dialFunc opens a connection to a broker.
-type dialFunc func(ctx context.Context, addr string, tlsConf *tls.Config, cfg transport.Config) (transport.Conn, error)
+// DefaultAutoFallback is how long Transport "auto" gives a QUIC handshake
+// before it tries TCP as well.
+const DefaultAutoFallback = time.Second
 
-// dialerFor is the one place that maps Config.Transport (validated) onto
-// a transport's dialer.
-func dialerFor(kind string) (dialFunc, error) {
-	switch kind {
-	case TransportQUIC, "":
-		return quictr.Dial, nil
-	default:
-		return nil, errTCPNotBuilt
+// autoChoice remembers, for the life of a client and every connection it
+// makes (a cluster client's too), the transport "auto" found working: the
+// first connection races QUIC against a delayed TCP, later ones dial the
+// winner directly, and race again only if the winner fails.
+type autoChoice struct{ kind atomic.Value } // transport.Kind
+
+func (a *autoChoice) get() transport.Kind {
+	k, _ := a.kind.Load().(transport.Kind)
+	return k
+}
+
+// dial opens a connection to cfg.Addr (TCP: cfg.TCPAddr when set) over the
+// transport cfg.Transport names.
+func dial(ctx context.Context, cfg Config, tlsConf *tls.Config) (transport.Conn, error) {
+	tc := transportConfig(cfg)
+	switch cfg.Transport {
+	case TransportTCP:
+		return dual.Dial(ctx, transport.TCP, cfg.tcpAddr(), tlsConf, tc)
+	case TransportAuto:
+		if k := cfg.auto.get(); k != "" {
+			addr := cfg.Addr
+			if k == transport.TCP {
+				addr = cfg.tcpAddr()
+			}
+			if c, err := dual.Dial(ctx, k, addr, tlsConf, tc); err == nil {
+				return c, nil
+			}
+		}
+		c, err := dual.DialAuto(ctx, cfg.Addr, cfg.tcpAddr(), cfg.AutoFallback, tlsConf, tc)
+		if err == nil {
+			cfg.auto.kind.Store(c.Kind())
+		}
+		return c, err
 	}
+	return dual.Dial(ctx, transport.QUIC, cfg.Addr, tlsConf, tc)
+}
+
+// tcpAddr is where TCP reaches the broker: TCPAddr, else Addr (a broker's
+// TCP listener shares its QUIC port unless configured otherwise).
+func (c Config) tcpAddr() string {
+	if c.TCPAddr != "" {
+		return c.TCPAddr
+	}
+	return c.Addr
 }

@@ -69,7 +69,7 @@ func (s *Session) readFailed(err error) {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = errors.New("connection closed by the peer without a CLOSE frame")
 	}
-	s.closeWith(lost("read: %v", err), false)
+	s.closeWith(lostBy("read", err), false)
 }
 
 // violation ends the session after the peer broke the protocol, telling

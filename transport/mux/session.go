@@ -185,6 +185,12 @@ func lost(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", transport.ErrConnectionLost, fmt.Sprintf(format, args...))
 }
 
+// lostBy wraps transport.ErrConnectionLost and the underlying connection's
+// error err, so that callers can still match err (a TLS alert, a reset).
+func lostBy(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", transport.ErrConnectionLost, op, err)
+}
+
 // Context is done when the session ends; context.Cause says why.
 func (s *Session) Context() context.Context { return s.ctx }
 

@@ -181,7 +181,7 @@ func (s *Session) flushLocked() {
 		s.q.give(buf, refs)
 		if err != nil {
 			s.writeFailed.Store(true)
-			s.closeWith(lost("write: %v", err), false)
+			s.closeWith(lostBy("write", err), false)
 		}
 	}
 }

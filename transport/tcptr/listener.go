@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/transport/mux"
@@ -62,6 +63,7 @@ func Listen(addr string, tlsConf *tls.Config, cfg transport.Config) (transport.L
 }
 
 func (l *listener) acceptLoop() {
+	var backoff time.Duration
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -71,12 +73,21 @@ func (l *listener) acceptLoop() {
 		nc, err := l.ln.Accept()
 		if err != nil {
 			<-l.slots
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return // Close: Accept callers see ErrListenerClosed
 			}
-			return // closed (or broken: Accept callers see ErrListenerClosed after Close)
+			// Out of descriptors, a connection aborted before it was
+			// accepted...: the listener lives on; wait a little so a
+			// lasting shortage does not spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-l.closedC:
+				return
+			}
+			continue
 		}
+		backoff = 0
 		setNoDelay(nc)
 		l.mu.Lock()
 		if l.closed {
@@ -115,7 +126,7 @@ func (l *listener) handshake(nc net.Conn) {
 		tc.Close()
 		return
 	}
-	c := mux.Server(tc, l.cfg)
+	c := mux.Server(alertConn{tc}, l.cfg)
 	select {
 	case l.readyC <- c:
 	case <-l.closedC:

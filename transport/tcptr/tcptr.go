@@ -94,7 +94,7 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg transport.C
 		tc.Close()
 		return nil, err
 	}
-	return mux.Client(tc, cfg), nil
+	return mux.Client(alertConn{tc}, cfg), nil
 }
 
 // dialErr is transport.ErrHandshakeTimeout when our own bound passed.

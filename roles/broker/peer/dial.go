@@ -83,7 +83,7 @@ func (e *Endpoint) connect(ctx context.Context, t Target) (*Link, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	var refusal lockedErr
-	qc, err := dial(ctx, t.Addr, e.clientTLS(t.NodeID, &refusal), e.transportConfig())
+	qc, err := e.dial(ctx, t.Addr, e.clientTLS(t.NodeID, &refusal), e.transportConfig())
 	if err != nil {
 		if r := refusal.get(); r != nil {
 			return nil, errRefusedByUs(t.NodeID, t.Addr, r)

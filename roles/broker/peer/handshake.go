@@ -85,13 +85,15 @@ func (e *Endpoint) welcome(ctx context.Context, qc transport.Conn) (*Link, Close
 // hello runs the dialer's side of the handshake on a connection to
 // nodeID; wantStorage, when set, is the storage identity expected.
 func (e *Endpoint) hello(ctx context.Context, qc transport.Conn, nodeID, wantStorage string) (*Link, error) {
+	// Over TCP the other end's refusal (a close, a TLS alert) may reach
+	// the open or the write, not only the read: each names it alike.
 	st, err := qc.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, err
+		return nil, remoteError(err)
 	}
 	h := &Hello{NodeID: e.cfg.NodeID, StorageID: e.cfg.StorageID, Version: e.cfg.version, To: nodeID}
 	if err := writeOne(st, h); err != nil {
-		return nil, err
+		return nil, remoteError(err)
 	}
 	fr := wire.NewFrameReader(st, e.cfg.MaxFrameBytes)
 	m, err := readOne(ctx, st, fr)

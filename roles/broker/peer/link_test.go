@@ -12,6 +12,7 @@ import (
 
 	"github.com/felixmq/felix/roles/broker/tlsconf"
 	"github.com/felixmq/felix/transport"
+	"github.com/felixmq/felix/transport/dual"
 )
 
 func TestHandshakeAndPing(t *testing.T) {
@@ -117,7 +118,7 @@ func TestListenerRefusesAConnectionWithoutCertificate(t *testing.T) {
 	b := startNode(t, "broker-b", ca.creds(t, "broker-b"), nil)
 	ctx := testCtx(t)
 	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN}, RootCAs: ca.pool, ServerName: "broker-b.node.felix"}
-	qc, err := dial(ctx, b.Addr().String(), tc, transport.Config{})
+	qc, err := dual.Dial(ctx, transport.QUIC, b.Addr().String(), tc, transport.Config{})
 	if err == nil {
 		// The client may finish its side first; the refusal then ends
 		// the connection.
