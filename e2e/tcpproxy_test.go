@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -173,6 +174,32 @@ func (p *tcpProxy) relay(src, dst net.Conn) {
 			return
 		}
 	}
+}
+
+// stallNowAndThen stalls p for stall every period until ctx ends, and
+// counts the stalls.
+func stallNowAndThen(ctx context.Context, p *tcpProxy, period, stall time.Duration) *atomic.Int64 {
+	var n atomic.Int64
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				p.unstall()
+				return
+			case <-t.C:
+			}
+			p.stall()
+			n.Add(1)
+			select {
+			case <-ctx.Done():
+			case <-time.After(stall):
+			}
+			p.unstall()
+		}
+	}()
+	return &n
 }
 
 // TestTCPProxyFaults checks the proxy itself against a plain echo server:

@@ -56,7 +56,7 @@ func (s *Server) startPeer(nodeID, storageID string) (*peer.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: --peer-addr %s: %w", pc.Addr, err)
 	}
-	s.log.Info("peer listener started", "addr", ep.Addr().String(), "node_id", nodeID, "alpn", peer.ALPN, "dials_over", pc.Transport)
+	s.log.Info("peer listener started", "addr", ep.Addr().String(), "node_id", nodeID, "alpn", peer.ALPN, "dials_over", ep.Transport())
 	return ep, nil
 }
 

@@ -80,6 +80,9 @@ func (e *Endpoint) transportConfig() transport.Config {
 // Addr is the QUIC listener's address; the TCP one has the same port.
 func (e *Endpoint) Addr() net.Addr { return e.lns[0].Addr() }
 
+// Transport is what the endpoint dials links over.
+func (e *Endpoint) Transport() transport.Kind { return e.cfg.Transport }
+
 // NodeID is this node's id.
 func (e *Endpoint) NodeID() string { return e.cfg.NodeID }
 
