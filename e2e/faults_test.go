@@ -30,8 +30,9 @@ func TestLossyLinkDeliversEverythingInOrder(t *testing.T) {
 		pubProxy, subProxy := newTCPProxy(t, n.client.BrokerAddr), newTCPProxy(t, n.client.BrokerAddr)
 		pubProxy.delay.Store(int64(time.Millisecond))
 		subProxy.delay.Store(int64(2 * time.Millisecond))
-		stalls := stallNowAndThen(ctx, subProxy, 200*time.Millisecond, 50*time.Millisecond)
-		pubAddr, subAddr, faults = pubProxy.addr(), subProxy.addr(), stalls.Load
+		stalls := stallNowAndThen(ctx, subProxy, 20*time.Millisecond, 10*time.Millisecond)
+		pubAddr, subAddr = pubProxy.addr(), subProxy.addr()
+		faults = func() int64 { return stalls.Load() + pubProxy.delayed.Load() + subProxy.delayed.Load() }
 	} else {
 		pubProxy, subProxy := newUDPProxy(t, n.client.BrokerAddr), newUDPProxy(t, n.client.BrokerAddr)
 		for _, p := range []*udpProxy{pubProxy, subProxy} {

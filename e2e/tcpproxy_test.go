@@ -26,6 +26,7 @@ type tcpProxy struct {
 
 	accepted atomic.Int64
 	refused  atomic.Int64
+	delayed  atomic.Int64 // chunks held back by delay
 
 	mu      sync.Mutex
 	stalled chan struct{} // closed while nothing is stalled
@@ -164,6 +165,7 @@ func (p *tcpProxy) relay(src, dst net.Conn) {
 			p.mu.Unlock()
 			<-stalled
 			if d := time.Duration(p.delay.Load()); d > 0 {
+				p.delayed.Add(1)
 				time.Sleep(d)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/felixmq/felix/transport"
@@ -121,6 +122,9 @@ type DialError struct {
 func (e *DialError) Error() string {
 	if e.Timeout() {
 		return fmt.Sprintf("felix: nothing answered at %s over %s within %v", e.Addr, transportName(e.Transport), e.Waited)
+	}
+	if errors.Is(e.Err, syscall.ECONNREFUSED) {
+		return fmt.Sprintf("felix: nothing listens at %s over %s (connection refused)", e.Addr, transportName(e.Transport))
 	}
 	return fmt.Sprintf("felix: dial %s: %v", e.Addr, e.Err)
 }

@@ -128,10 +128,12 @@ func (fb *fakeBroker) config() Config {
 	return Config{Addr: fb.Addr(), RootCAs: fb.pool, ServerName: "localhost", Tenant: "acme", Token: goodToken}
 }
 
-// Kill drops every connection with an error and stops listening.
+// Kill stops listening and drops every connection with an error. The
+// listener goes first: a client that redials at once (over TCP a dead
+// broker refuses at once) must not slip a new connection in between.
 func (fb *fakeBroker) Kill() {
-	fb.closeConns("killed")
 	_ = fb.ln.Close()
+	fb.closeConns("killed")
 }
 
 // closeConns closes every connection fb holds with an error carrying

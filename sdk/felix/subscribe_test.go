@@ -404,7 +404,13 @@ func waitGoroutine(t *testing.T, frames ...string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine of %s parked in %v within 10s", t.Name(), frames)
+			var mine []string
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				if strings.Contains(g, owner) {
+					mine = append(mine, g)
+				}
+			}
+			t.Fatalf("no goroutine of %s parked in %v within 10s; the test's goroutines:\n%s", t.Name(), frames, strings.Join(mine, "\n\n"))
 		}
 		time.Sleep(time.Millisecond)
 	}
