@@ -19,7 +19,7 @@ func docsSection(rep *Report) string {
 	fmt.Fprintf(&b, "- Method: %d warm-up and %d measured rounds per workload, %s then the peer in every round; "+
 		"every server is its own process on 127.0.0.1 with TLS; Felix's load comes from `felix bench` in its own "+
 		"process, the peers' from the harness process. Each cell is the median (min–max) over the rounds; the ratio "+
-		"is Felix/peer taken within each round, then summarized.\n\n", rep.Warmup, rep.Rounds, felixRuns(rep.Transports))
+		"is Felix/peer taken within each round, then summarized.%s\n\n", rep.Warmup, rep.Rounds, felixRuns(rep.Transports), cpuSentence(rep))
 	b.WriteString(renderTable(rep.Series, rep.Transports))
 	notes := map[string]bool{}
 	var lines []string
@@ -56,4 +56,15 @@ func felixRuns(transports []string) string {
 	}
 	return "Felix over " + strings.Join(names, ", then over ") +
 		" (the same `felix bench` command against the same broker, with `--transport`)"
+}
+
+// cpuSentence explains the broker CPU figure when the report has one.
+func cpuSentence(rep *Report) string {
+	for _, s := range rep.Series {
+		if s.Metric == cpuMetric.label {
+			return " Broker CPU per delivery is the user + system CPU time of the server process (felix serve; the " +
+				"NATS server's own process) over the whole run, set-up included, divided by the deliveries made."
+		}
+	}
+	return ""
 }

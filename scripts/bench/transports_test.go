@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseTransports(t *testing.T) {
@@ -177,5 +178,37 @@ func TestRunWorkloadOrder(t *testing.T) {
 	}
 	if len(series) != 1 || series[0].Felix != nil || series[0].FelixTCP.Median != 2 || !series[0].complete() {
 		t.Errorf("tcp only: %+v", series)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// Fields 14 and 15 (utime, stime) are 250 and 50 ticks: 3 s.
+	stat := "4242 (felix (serve) x) S 1 4242 4242 0 -1 4194560 9000 0 0 0 250 50 0 0 20 0 12 0 100 2000000 3000 18446744073709551615"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("parseStatCPU = %v, %v; want 3s", got, err)
+	}
+	for _, bad := range []string{"", "42 no name S 1", "42 (x) S 1 2 3", "42 (x) S 1 2 3 4 5 6 7 8 9 10 u 5"} {
+		if _, err := parseStatCPU(bad); err == nil {
+			t.Errorf("parseStatCPU(%q) gave no error", bad)
+		}
+	}
+	own, err := procCPU(os.Getpid())
+	if err != nil || own < 0 {
+		t.Fatalf("procCPU(self) = %v, %v", own, err)
+	}
+}
+
+func TestWithServerCPU(t *testing.T) {
+	fig, err := withServerCPU(os.Getpid(), func() (figures, error) { return figures{"delivered": 1000}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := fig[cpuPerDelivery]; !ok || v < 0 {
+		t.Fatalf("figures %v: want %s", fig, cpuPerDelivery)
+	}
+	fig, _ = withServerCPU(os.Getpid(), func() (figures, error) { return figures{"delivered": 0}, nil })
+	if _, ok := fig[cpuPerDelivery]; ok {
+		t.Errorf("no deliveries should give no CPU figure: %v", fig)
 	}
 }

@@ -68,20 +68,22 @@ func allWorkloads() []workload {
 			d := o.pubsubDuration
 			return []caseSpec{{
 				name:    "1 pub, 1 sub, 4 KiB, fire-and-forget",
-				metrics: []metric{mbps("delivered_mb_per_s", "delivered_mb_per_s"), lostMsgs},
+				metrics: []metric{mbps("delivered_mb_per_s", "delivered_mb_per_s"), lostMsgs, cpuMetric},
 				felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 					n, err := e.felix(ctx, "main")
 					if err != nil {
 						return nil, err
 					}
-					return e.felixBench(ctx, n, d, tr, append([]string{"pubsub"}, pubsubArgs("--batch", "64", "--duration", secs(d))...)...)
+					return withServerCPU(n.proc.pid(), func() (figures, error) {
+						return e.felixBench(ctx, n, d, tr, append([]string{"pubsub"}, pubsubArgs("--batch", "64", "--duration", secs(d))...)...)
+					})
 				},
 				peer: func(ctx context.Context, e *env) (figures, error) {
 					n, err := e.nats(ctx, "core", natsConfig{})
 					if err != nil {
 						return nil, err
 					}
-					return natsPubSub(ctx, n, 4096, d)
+					return withServerCPU(n.proc.pid(), func() (figures, error) { return natsPubSub(ctx, n, 4096, d) })
 				},
 			}}
 		}},
@@ -295,21 +297,23 @@ func fanoutCase(o *options, subs int) caseSpec {
 	return caseSpec{
 		name: fmt.Sprintf("N=%d at %d msgs/s", subs, rate),
 		metrics: append([]metric{{"deliveries", "deliveries/s", false, "deliveries_per_s", "deliveries_per_s"},
-			{"lost", "deliveries", true, "lost", "lost"}}, latencyMetrics("publish_to_delivery")...),
+			{"lost", "deliveries", true, "lost", "lost"}}, append(latencyMetrics("publish_to_delivery"), cpuMetric)...),
 		felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 			n, err := e.felix(ctx, "main")
 			if err != nil {
 				return nil, err
 			}
-			return e.felixBench(ctx, n, d+time.Duration(subs)*20*time.Millisecond, tr, "fanout", "--subscribers", strconv.Itoa(subs),
-				"--rate", strconv.Itoa(rate), "--payload", "256", "--policy", "block", "--duration", secs(d))
+			return withServerCPU(n.proc.pid(), func() (figures, error) {
+				return e.felixBench(ctx, n, d+time.Duration(subs)*20*time.Millisecond, tr, "fanout", "--subscribers", strconv.Itoa(subs),
+					"--rate", strconv.Itoa(rate), "--payload", "256", "--policy", "block", "--duration", secs(d))
+			})
 		},
 		peer: func(ctx context.Context, e *env) (figures, error) {
 			n, err := e.nats(ctx, "core", natsConfig{})
 			if err != nil {
 				return nil, err
 			}
-			return natsFanoutRun(ctx, n, subs, rate, 256, d)
+			return withServerCPU(n.proc.pid(), func() (figures, error) { return natsFanoutRun(ctx, n, subs, rate, 256, d) })
 		},
 	}
 }
