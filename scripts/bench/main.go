@@ -117,7 +117,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.watchDuration, "watch-duration", 10*time.Second, "updates of each watch-fanout run (bounded to 1 minute)")
 	fs.IntVar(&o.metaConcurrency, "meta-concurrency", 16, "concurrent callers for meta")
 	fs.IntVar(&o.casCallers, "cas-callers", 16, "callers updating the one key in cache-cas")
-	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "stop everything after this long")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "stop everything after this long")
 	transports := fs.String("transports", cmp.Or(os.Getenv("BENCH_TRANSPORTS"), "quic,tcp"),
 		"comma-separated Felix transports each case runs over, in the same round: quic, tcp (env BENCH_TRANSPORTS)")
 	err := fs.Parse(args)
