@@ -16,7 +16,7 @@ func docsSection(rep *Report) string {
 	fmt.Fprintf(&b, "- Versions: %s; Felix %s; NATS server %s (nats.go %s); etcd %s (clientv3 %s)\n",
 		m.Go, m.Felix, ver(m, "github.com/nats-io/nats-server/v2"), ver(m, "github.com/nats-io/nats.go"),
 		ver(m, "go.etcd.io/etcd/server/v3"), ver(m, "go.etcd.io/etcd/client/v3"))
-	fmt.Fprintf(&b, "- Method: %d warm-up and %d measured rounds per workload, %s then the peer in every round; "+
+	fmt.Fprintf(&b, "- Method: %d warm-up and %d measured rounds per workload, %s, then the peer in every round; "+
 		"every server is its own process on 127.0.0.1 with TLS; Felix's load comes from `felix bench` in its own "+
 		"process, the peers' from the harness process. Each cell is the median (min–max) over the rounds; the ratio "+
 		"is Felix/peer taken within each round, then summarized.%s\n\n", rep.Warmup, rep.Rounds, felixRuns(rep.Transports), cpuSentence(rep))
