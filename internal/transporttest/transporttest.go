@@ -4,6 +4,7 @@
 package transporttest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -26,8 +27,8 @@ func Kinds() ([]transport.Kind, error) {
 	}
 }
 
-// Main runs m's tests once per transport of Kinds, calling set with it
-// before each run, and returns the first failing run's exit code (0 when every run
+// Main runs m's tests once per transport of Kinds (benchmarks, with
+// -test.bench, once: over the first), calling set with it before each run, and returns the first failing run's exit code (0 when every run
 // passed). Each run is announced on stderr, so a failure's transport is
 // plain in the output. Use it from TestMain:
 //
@@ -39,6 +40,12 @@ func Main(m *testing.M, set func(transport.Kind)) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		// Benchmarks name their transport themselves: one run of the
+		// package measures each of them once.
+		kinds = kinds[:1]
 	}
 	code := 0
 	for _, k := range kinds {
