@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"":                       {"roles/serve", "internal/buildinfo"}, // main
 	"internal/testenv":       {},
 	"internal/transporttest": {"transport"}, // runs a package's tests once per transport (tests only)
+	"internal/testcert":      {},            // self-signed TLS for transport tests (tests only)
 	"internal/faultfs":       {"log"},       // imported by tests only
 	"internal/atomicfile":    {},            // crash-safe small-file writes, a leaf
 	"internal/metricdoc":     {},            // HELP text for every metric family: a leaf

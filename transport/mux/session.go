@@ -301,38 +301,32 @@ func (s *Session) sendClose(err error) {
 // the peer's stream limit is reached. It fails at once when the peer
 // allows no bidirectional streams at all.
 func (s *Session) OpenStreamSync(ctx context.Context) (transport.Stream, error) {
-	st, err := s.open(ctx, bidi)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return as[transport.Stream](s.open(ctx, bidi))
 }
 
 // OpenUniStreamSync opens a unidirectional stream, waiting likewise.
 func (s *Session) OpenUniStreamSync(ctx context.Context) (transport.SendStream, error) {
-	st, err := s.open(ctx, uni)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return as[transport.SendStream](s.open(ctx, uni))
 }
 
 // AcceptStream returns the next bidirectional stream the peer opened.
 func (s *Session) AcceptStream(ctx context.Context) (transport.Stream, error) {
-	st, err := s.accept(ctx, bidi)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return as[transport.Stream](s.accept(ctx, bidi))
 }
 
 // AcceptUniStream returns the next unidirectional stream the peer opened.
 func (s *Session) AcceptUniStream(ctx context.Context) (transport.ReceiveStream, error) {
-	st, err := s.accept(ctx, uni)
+	return as[transport.ReceiveStream](s.accept(ctx, uni))
+}
+
+// as returns st as the interface T, or T's nil with err: a nil *stream
+// must not become a non-nil interface value.
+func as[T any](st *stream, err error) (T, error) {
+	var none T
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return st, nil
+	return any(st).(T), nil
 }
 
 // errNoStreams is OpenStreamSync's answer when the peer allows none of a kind.

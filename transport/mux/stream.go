@@ -161,16 +161,25 @@ func (st *stream) writeErrLocked() error {
 	return st.s.closeErr
 }
 
+// canWriteLocked is why a write cannot start now (nil when it can): the
+// stream was reset or stopped, the session ended, or the stream was
+// closed.
+func (st *stream) canWriteLocked() error {
+	if err := st.writeErrLocked(); err != nil {
+		return err
+	}
+	if st.sendOver || st.closeReq {
+		return fmt.Errorf("mux: write on closed stream %d", st.id)
+	}
+	return nil
+}
+
 // Write writes p, waiting for flow control credit and room in the
 // connection's write queue until the write deadline.
 func (st *stream) Write(p []byte) (int, error) {
 	s := st.s
 	s.mu.Lock()
-	err := st.writeErrLocked()
-	if err == nil && (st.sendOver || st.closeReq) {
-		err = fmt.Errorf("mux: write on closed stream %d", st.id)
-	}
-	if err != nil {
+	if err := st.canWriteLocked(); err != nil {
 		s.mu.Unlock()
 		return 0, err
 	}
@@ -269,11 +278,7 @@ func (st *stream) queueDataLocked(p []byte) bool {
 func (st *stream) TryWriteAll(p []byte) error {
 	s := st.s
 	s.mu.Lock()
-	err := st.writeErrLocked()
-	if err == nil && (st.sendOver || st.closeReq) {
-		err = fmt.Errorf("mux: write on closed stream %d", st.id)
-	}
-	if err != nil {
+	if err := st.canWriteLocked(); err != nil {
 		s.mu.Unlock()
 		return err
 	}

@@ -2,21 +2,17 @@ package quictr
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/internal/testcert"
 	"github.com/felixmq/felix/transport"
 )
 
@@ -24,32 +20,7 @@ const alpn = "quictr-test"
 
 // testTLS returns a server and a client configuration sharing one
 // self-signed certificate for 127.0.0.1.
-func testTLS(t *testing.T) (*tls.Config, *tls.Config) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "quictr"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	srv := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}, NextProtos: []string{alpn}, MinVersion: tls.VersionTLS13}
-	cli := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{alpn}, MinVersion: tls.VersionTLS13}
-	return srv, cli
-}
+func testTLS(t *testing.T) (*tls.Config, *tls.Config) { return testcert.Pair(t, alpn) }
 
 // pair returns two connected ends: the dialer's and the listener's.
 func pair(t *testing.T, srvCfg, cliCfg transport.Config) (client, server transport.Conn) {
