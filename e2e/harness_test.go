@@ -22,7 +22,22 @@ import (
 
 var felixBin string
 
+// e2eTransport is the transport the tests' clients use (SDK and CLI):
+// FELIX_E2E_TRANSPORT, "quic" by default. scripts/test runs the suite
+// over QUIC and again, in part, over TLS on TCP; the brokers always
+// listen on both.
+var e2eTransport = felix.TransportQUIC
+
 func TestMain(m *testing.M) {
+	if v := os.Getenv("FELIX_E2E_TRANSPORT"); v != "" {
+		if v != felix.TransportQUIC && v != felix.TransportTCP && v != felix.TransportAuto {
+			fmt.Fprintf(os.Stderr, "FELIX_E2E_TRANSPORT=%q: want quic, tcp or auto\n", v)
+			os.Exit(2)
+		}
+		e2eTransport = v
+		// Every felix client command the tests run inherits it.
+		os.Setenv("FELIX_TRANSPORT", v)
+	}
 	code := func() int {
 		if bin := os.Getenv("FELIX_BIN"); bin != "" {
 			felixBin = bin
@@ -323,7 +338,7 @@ func (c clientJSON) token(t testing.TB, dataDir string) string {
 // config is an SDK configuration from client.json (in dataDir) aimed at
 // the broker at addr, with token.
 func (c clientJSON) config(dataDir, addr, token string) felix.Config {
-	return felix.Config{Addr: addr, CAFile: filepath.Join(dataDir, c.CAFile), Tenant: c.Tenant, Token: token}
+	return felix.Config{Addr: addr, CAFile: filepath.Join(dataDir, c.CAFile), Tenant: c.Tenant, Token: token, Transport: e2eTransport}
 }
 
 // connectSDK opens an SDK client with cfg (to what, in a failure),

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -209,7 +208,7 @@ func (w *watchWriter) pumpStep() {
 			w.idle()
 			return
 		}
-		if err != nil && !errors.Is(err, quic.ErrWouldBlock) {
+		if err != nil && !errors.Is(err, transport.ErrWouldBlock) {
 			w.broken = true
 		}
 	}
@@ -242,7 +241,7 @@ func (w *watchWriter) step() bool {
 		w.end(w.ended)
 		return true
 	}
-	w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+	w.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 	return true
 }
 
@@ -253,12 +252,12 @@ func (w *watchWriter) stop() {
 		return
 	}
 	if w.es.Context().Err() != nil || w.c.ctx.Err() != nil {
-		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		w.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	// Draining: write what is ready, then end with draining.
 	if err := w.writeReady(false); err != nil {
-		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		w.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	if w.ended == nil {
@@ -282,7 +281,7 @@ func (w *watchWriter) release() {
 // write, after the tail a stalled write left. It stops at the watch's end
 // (kept in ended). A failed write keeps what it did not write in buf. With
 // try (on the pump) a write that would wait for the client's flow control
-// is not made: it fails with quic.ErrWouldBlock.
+// is not made: it fails with transport.ErrWouldBlock.
 func (w *watchWriter) writeReady(try bool) error {
 	limit := w.c.srv.cfg.EventBatchMaxBytes
 	if len(w.buf) > 0 {
@@ -339,7 +338,7 @@ func (w *watchWriter) writeReady(try bool) error {
 const keptWriteBuf = 4 << 10
 
 // write writes buf: with try all of it or, when that would wait for the
-// client's flow control, nothing (quic.ErrWouldBlock).
+// client's flow control, nothing (transport.ErrWouldBlock).
 func (w *watchWriter) write(try bool) error {
 	var n int
 	var err error

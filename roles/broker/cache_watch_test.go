@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -17,7 +16,7 @@ const cacheAll = "cache.*:cache:acme/prod"
 
 // watch sends req on s and returns the watch's event stream with the
 // answer.
-func (e *env) watch(qc *quic.Conn, s *tstream, req *wire.CacheWatch) (*tsub, *wire.CacheWatchOK) {
+func (e *env) watch(qc transport.Conn, s *tstream, req *wire.CacheWatch) (*tsub, *wire.CacheWatchOK) {
 	e.t.Helper()
 	req.TenantID, req.Namespace, req.Cache = testTenant, "prod", "sessions"
 	s.send(req)

@@ -21,6 +21,11 @@ type Config struct {
 	// ListenAddr is the UDP address of the QUIC listener
 	// (FELIX_BROKER_ADDR or FELIX_QUIC_BIND, default "0.0.0.0:5000").
 	ListenAddr string
+	// TCPListenAddr is the TCP address of the TLS-over-TCP listener, the
+	// same protocol for networks that drop UDP (FELIX_TCP_LISTEN):
+	// default "", the QUIC listener's host and port number (UDP and TCP
+	// ports are separate); "off" binds none.
+	TCPListenAddr string
 
 	// KeepAlive is the QUIC keep-alive period (FELIX_KEEPALIVE_MS, default 2000).
 	KeepAlive time.Duration
@@ -249,6 +254,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	r := &envReader{get: getenv}
 	r.str(&c.ListenAddr, "FELIX_BROKER_ADDR", "FELIX_QUIC_BIND")
+	r.str(&c.TCPListenAddr, "FELIX_TCP_LISTEN")
 	r.millis(&c.KeepAlive, "FELIX_KEEPALIVE_MS", 1)
 	r.millis(&c.MaxIdleTimeout, "FELIX_MAX_IDLE_TIMEOUT_MS", 1)
 	r.uint64(&c.StreamReceiveWindow, "FELIX_QUIC_STREAM_WINDOW_BYTES", 1<<10, 1<<40)

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // watch writers, and its publish byte budget and subscription limit.
 type connection struct {
 	srv    *Server
-	qc     *quic.Conn
+	qc     transport.Conn
 	source string
 	budget *semaphore.Weighted // publish bytes in flight from this connection
 
@@ -65,10 +65,10 @@ type connection struct {
 // readDeadliner is the receive half of a request stream.
 type readDeadliner interface {
 	SetReadDeadline(time.Time) error
-	CancelRead(quic.StreamErrorCode)
+	CancelRead(transport.StreamErrorCode)
 }
 
-func newConnection(s *Server, qc *quic.Conn, source string) *connection {
+func newConnection(s *Server, qc transport.Conn, source string) *connection {
 	c := &connection{
 		srv:     s,
 		qc:      qc,
@@ -228,7 +228,7 @@ func (c *connection) drain(ctx, graceCtx, late context.Context) {
 	}
 	c.flushSubscriptions(ctx)
 	c.linger(ctx)
-	c.qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
+	c.qc.CloseWithError(transport.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
 	<-c.done
 }
 
@@ -245,13 +245,18 @@ const (
 // watches the bytes sent: it returns once nothing has been sent for a few
 // round trips (everything written went out and was acknowledged, or is
 // stuck behind the peer's flow control), when the peer closes, or after at
-// most lingerMax or half the budget left.
+// most lingerMax or half the budget left. A connection that does not
+// count what it sent (no sendStats) lingers lingerQuietMin.
 func (c *connection) linger(ctx context.Context) {
 	deadline, _ := ctx.Deadline()
 	limit := time.Now().Add(min(lingerMax, time.Until(deadline)/2))
-	stats := c.qc.ConnectionStats()
-	quiet := max(4*stats.SmoothedRTT, lingerQuietMin)
-	sent, lastSend := stats.BytesSent, time.Now()
+	stats, ok := c.qc.(sendStats)
+	if !ok {
+		stats = quietFor(lingerQuietMin)
+	}
+	sent, rtt := stats.SendStats()
+	quiet := max(4*rtt, lingerQuietMin)
+	lastSend := time.Now()
 	tick := time.NewTicker(quiet / 3)
 	defer tick.Stop()
 	for {
@@ -261,7 +266,7 @@ func (c *connection) linger(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			if s := c.qc.ConnectionStats().BytesSent; s != sent {
+			if s, _ := stats.SendStats(); s != sent {
 				sent, lastSend = s, now
 			}
 			if now.Sub(lastSend) >= quiet || now.After(limit) {
@@ -270,6 +275,19 @@ func (c *connection) linger(ctx context.Context) {
 		}
 	}
 }
+
+// sendStats is what linger asks of a connection that can tell: the bytes
+// it has sent so far and its smoothed round-trip time (quictr's
+// connections can).
+type sendStats interface {
+	SendStats() (bytesSent uint64, smoothedRTT time.Duration)
+}
+
+// quietFor is the sendStats of a connection that cannot tell: nothing
+// ever sent, so linger waits quiet once.
+type quietFor time.Duration
+
+func (quietFor) SendStats() (uint64, time.Duration) { return 0, 0 }
 
 // flushSubscriptions asks every subscription to write what is queued and
 // finish its event stream, and waits for them for half the budget left.

@@ -7,11 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/internal/gogroup"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -83,7 +82,7 @@ const (
 	endRefused                // the broker refused the stream; cancel the peer's sends
 )
 
-func (c *connection) serveControl(st *quic.Stream) {
+func (c *connection) serveControl(st transport.Stream) {
 	defer c.requests.done()
 	defer c.track(st)()
 	ctx, cancel := context.WithCancelCause(c.ctx)
@@ -96,18 +95,18 @@ func (c *connection) serveControl(st *quic.Stream) {
 	cs.out.waitOwed(ctx)
 	cs.out.stop()
 	if end == endRefused {
-		st.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
+		st.CancelRead(transport.StreamErrorCode(wire.CloseRefused))
 	}
 	st.Close()
 }
 
-func (c *connection) serveIngress(rs *quic.ReceiveStream) {
+func (c *connection) serveIngress(rs transport.ReceiveStream) {
 	defer c.requests.done()
 	defer c.track(rs)()
 	cs := &controlStream{c: c, srv: c.srv, r: &idleReader{r: rs, c: c}, rd: rs, ctx: c.ctx}
 	defer cs.release()
 	if cs.loop() == endRefused {
-		rs.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
+		rs.CancelRead(transport.StreamErrorCode(wire.CloseRefused))
 	}
 }
 
@@ -295,7 +294,7 @@ func (cs *controlStream) kick(err *wire.Error) {
 		return
 	}
 	if e := cs.rd.SetReadDeadline(time.Now()); e != nil {
-		cs.rd.CancelRead(quic.StreamErrorCode(wire.CloseRefused))
+		cs.rd.CancelRead(transport.StreamErrorCode(wire.CloseRefused))
 	}
 }
 

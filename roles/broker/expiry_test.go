@@ -1,11 +1,11 @@
 package broker
 
 import (
-	"github.com/felixmq/felix/internal/authtest"
 	"testing"
 	"time"
 
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/internal/authtest"
 	"github.com/felixmq/felix/wire"
 )
 

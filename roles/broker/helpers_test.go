@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/transport"
+	"github.com/felixmq/felix/transport/dual"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -300,16 +300,16 @@ func (e *env) tokenAs(subject, tenant string, iat, exp time.Time, perms ...strin
 
 // dial connects a test client; window bounds its per-stream receive
 // window (0 for quic-go's default).
-func (e *env) dial(window uint64) *quic.Conn {
+func (e *env) dial(window uint64) transport.Conn {
 	e.t.Helper()
-	qcfg := &quic.Config{MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second}
+	tcfg := transport.Config{MaxIdleTimeout: 10 * time.Second, KeepAlive: time.Second}
 	if window > 0 {
-		qcfg.InitialStreamReceiveWindow, qcfg.MaxStreamReceiveWindow = window, window
-		qcfg.InitialConnectionReceiveWindow, qcfg.MaxConnectionReceiveWindow = 64<<20, 64<<20
+		tcfg.InitialStreamReceiveWindow, tcfg.MaxStreamReceiveWindow = window, window
+		tcfg.InitialConnReceiveWindow, tcfg.MaxConnReceiveWindow = 64<<20, 64<<20
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	qc, err := quic.DialAddr(ctx, e.srv.Addr().String(), &tls.Config{RootCAs: e.roots, ServerName: "127.0.0.1", NextProtos: []string{ALPN}}, qcfg)
+	qc, err := dual.Dial(ctx, testTransport, e.srv.Addr().String(), &tls.Config{RootCAs: e.roots, ServerName: "127.0.0.1", NextProtos: []string{ALPN}}, tcfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -320,11 +320,11 @@ func (e *env) dial(window uint64) *quic.Conn {
 // tstream is a test client's control stream.
 type tstream struct {
 	t  testing.TB
-	st *quic.Stream
+	st transport.Stream
 	fr *wire.FrameReader
 }
 
-func openStream(t testing.TB, qc *quic.Conn) *tstream {
+func openStream(t testing.TB, qc transport.Conn) *tstream {
 	t.Helper()
 	st, err := qc.OpenStreamSync(context.Background())
 	if err != nil {
@@ -394,7 +394,7 @@ func (s *tstream) auth(tenant, token string, flags uint16, features uint64) wire
 }
 
 // authed opens a stream and authenticates it, failing the test on refusal.
-func (e *env) authed(qc *quic.Conn, flags uint16, features uint64, perms ...string) *tstream {
+func (e *env) authed(qc transport.Conn, flags uint16, features uint64, perms ...string) *tstream {
 	e.t.Helper()
 	s := openStream(e.t, qc)
 	m := s.auth(testTenant, e.token(perms...), flags, features)
@@ -434,13 +434,13 @@ func expectCode(t testing.TB, m wire.Message, code wire.Code) *wire.Error {
 // tsub is a test subscription's event stream.
 type tsub struct {
 	t  testing.TB
-	rs *quic.ReceiveStream
+	rs transport.ReceiveStream
 	fr *wire.FrameReader
 	id uint64
 }
 
 // subscribe subscribes on s and accepts the event stream.
-func (e *env) subscribe(qc *quic.Conn, s *tstream, stream string) *tsub {
+func (e *env) subscribe(qc transport.Conn, s *tstream, stream string) *tsub {
 	e.t.Helper()
 	ts, _ := e.subscribeWith(qc, s, &wire.Subscribe{TenantID: testTenant, Namespace: "prod", Stream: stream})
 	return ts
@@ -448,7 +448,7 @@ func (e *env) subscribe(qc *quic.Conn, s *tstream, stream string) *tsub {
 
 // subscribeWith sends req on s, accepts the event stream and returns it
 // with the subscribed answer.
-func (e *env) subscribeWith(qc *quic.Conn, s *tstream, req *wire.Subscribe) (*tsub, *wire.Subscribed) {
+func (e *env) subscribeWith(qc transport.Conn, s *tstream, req *wire.Subscribe) (*tsub, *wire.Subscribed) {
 	e.t.Helper()
 	s.send(req)
 	m := s.recv()
@@ -461,7 +461,7 @@ func (e *env) subscribeWith(qc *quic.Conn, s *tstream, req *wire.Subscribe) (*ts
 
 // acceptEvents accepts the next event stream and checks its hello names
 // id.
-func (e *env) acceptEvents(qc *quic.Conn, id uint64) *tsub {
+func (e *env) acceptEvents(qc transport.Conn, id uint64) *tsub {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
 // openIngress opens a client uni stream and writes frames on it.
-func openIngress(t *testing.T, qc *quic.Conn, frames ...[]byte) *quic.SendStream {
+func openIngress(t *testing.T, qc transport.Conn, frames ...[]byte) transport.SendStream {
 	t.Helper()
 	st, err := qc.OpenUniStreamSync(context.Background())
 	if err != nil {
@@ -43,8 +42,8 @@ func TestIngressStream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("an unauthenticated ingress stream was not refused")
 	}
-	var se *quic.StreamError
-	if err := context.Cause(bad.Context()); !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(wire.CloseRefused) {
+	var se *transport.StreamError
+	if err := context.Cause(bad.Context()); !errors.As(err, &se) || se.Code != transport.StreamErrorCode(wire.CloseRefused) {
 		t.Fatalf("refused with %v", err)
 	}
 

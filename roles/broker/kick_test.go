@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -14,14 +13,14 @@ import (
 type fakeReceive struct {
 	deadlineErr error
 	deadline    time.Time
-	cancelled   *quic.StreamErrorCode
+	cancelled   *transport.StreamErrorCode
 }
 
 func (f *fakeReceive) SetReadDeadline(t time.Time) error {
 	f.deadline = t
 	return f.deadlineErr
 }
-func (f *fakeReceive) CancelRead(c quic.StreamErrorCode) { f.cancelled = &c }
+func (f *fakeReceive) CancelRead(c transport.StreamErrorCode) { f.cancelled = &c }
 
 // TestKickEndsTheReadEvenWithoutADeadline: a kick wakes the read with a
 // deadline; when the deadline cannot be set, it cancels the read, so a
@@ -36,7 +35,7 @@ func TestKickEndsTheReadEvenWithoutADeadline(t *testing.T) {
 	broken := &fakeReceive{deadlineErr: errors.New("stream closed")}
 	cs := &controlStream{rd: broken}
 	cs.kick(why)
-	if broken.cancelled == nil || *broken.cancelled != quic.StreamErrorCode(wire.CloseRefused) {
+	if broken.cancelled == nil || *broken.cancelled != transport.StreamErrorCode(wire.CloseRefused) {
 		t.Fatalf("kick whose deadline failed did not cancel the read: %v", broken.cancelled)
 	}
 	if cs.kicked.Load() != why {

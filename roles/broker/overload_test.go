@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -167,8 +166,8 @@ func TestGracefulShutdownAnswersAckedPublishes(t *testing.T) {
 				t.Fatalf("shutdown: %v", err)
 			}
 			<-qc.Context().Done()
-			var appErr *quic.ApplicationError
-			if err := context.Cause(qc.Context()); !errors.As(err, &appErr) || appErr.ErrorCode != quic.ApplicationErrorCode(wire.CloseShutdown) || appErr.ErrorMessage != "shutdown" {
+			var appErr *transport.ApplicationError
+			if err := context.Cause(qc.Context()); !errors.As(err, &appErr) || appErr.Code != transport.ApplicationErrorCode(wire.CloseShutdown) || appErr.Message != "shutdown" {
 				t.Fatalf("connection closed with %v", err)
 			}
 			if gs := brokerGoroutines(); len(gs) > 0 {

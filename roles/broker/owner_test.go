@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -32,7 +31,7 @@ func writerGoroutines() []string {
 
 // busyConnection opens a connection with a subscription and a cache watch
 // that both have delivered, so that their writers have run.
-func busyConnection(t *testing.T, e *env) *quic.Conn {
+func busyConnection(t *testing.T, e *env) transport.Conn {
 	t.Helper()
 	qc := e.dial(0)
 	s := e.authed(qc, 0, allFeatures, "stream.publish:*", "stream.subscribe:*", cacheAll)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/felixmq/felix/roles/broker/tlsconf"
+	"github.com/felixmq/felix/transport"
 )
 
 // PeerConfig is the broker's peer listener: where other brokers of the
@@ -28,6 +29,10 @@ type PeerConfig struct {
 	// there (node.pem, node-key.pem) at every start. felix serve sets it
 	// to <data-dir>/tls; empty means the operator must give one.
 	DevCADir string
+	// Transport is what this broker dials other brokers over
+	// (FELIX_PEER_TRANSPORT): "tcp" (default) or "quic". Every peer
+	// listener accepts both on its one port number.
+	Transport transport.Kind
 }
 
 func (r *envReader) peer(p *PeerConfig) {
@@ -36,6 +41,9 @@ func (r *envReader) peer(p *PeerConfig) {
 	r.str(&p.CertFile, "FELIX_NODE_TLS_CERT")
 	r.str(&p.KeyFile, "FELIX_NODE_TLS_KEY")
 	r.str(&p.CAFile, "FELIX_NODE_TLS_CA")
+	var kind string
+	r.str(&kind, "FELIX_PEER_TRANSPORT")
+	p.Transport = transport.Kind(kind)
 }
 
 // validate checks that the operator's files come together.
@@ -48,6 +56,11 @@ func (p *PeerConfig) validate() error {
 	}
 	if set != 0 && set != 3 {
 		return errors.New("broker config: FELIX_NODE_TLS_CERT, FELIX_NODE_TLS_KEY and FELIX_NODE_TLS_CA must be set together")
+	}
+	switch p.Transport {
+	case "", transport.TCP, transport.QUIC:
+	default:
+		return fmt.Errorf("broker config: FELIX_PEER_TRANSPORT=%q: want %q or %q", p.Transport, transport.TCP, transport.QUIC)
 	}
 	return nil
 }

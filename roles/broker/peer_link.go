@@ -48,7 +48,7 @@ func (s *Server) startPeer(nodeID, storageID string) (*peer.Endpoint, error) {
 	}
 	ep, err := peer.Listen(pc.Addr, peer.Config{
 		NodeID: nodeID, StorageID: storageID, Creds: creds, Logger: s.log,
-		KeepAlive: s.cfg.KeepAlive, MaxIdleTimeout: s.cfg.MaxIdleTimeout,
+		KeepAlive: s.cfg.KeepAlive, MaxIdleTimeout: s.cfg.MaxIdleTimeout, Transport: pc.Transport,
 		// Forwarded requests (forward.go): a client's largest frame and
 		// room for the forward's header.
 		Handle: s.handlePeerCall, MaxCallBytes: s.cfg.MaxFrameBytes + 64<<10,
@@ -56,7 +56,7 @@ func (s *Server) startPeer(nodeID, storageID string) (*peer.Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: --peer-addr %s: %w", pc.Addr, err)
 	}
-	s.log.Info("peer listener started", "addr", ep.Addr().String(), "node_id", nodeID, "alpn", peer.ALPN)
+	s.log.Info("peer listener started", "addr", ep.Addr().String(), "node_id", nodeID, "alpn", peer.ALPN, "dials_over", ep.Transport())
 	return ep, nil
 }
 

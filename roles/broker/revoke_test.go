@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
 var userPerms = []string{"stream.*:stream:acme/prod/*", "cache.*:cache:acme/prod/*"}
 
 // authAs opens a stream on qc authenticated with token, failing on refusal.
-func (e *env) authAs(qc *quic.Conn, token string) *tstream {
+func (e *env) authAs(qc transport.Conn, token string) *tstream {
 	e.t.Helper()
 	s := openStream(e.t, qc)
 	if m := s.auth(testTenant, token, 0, allFeatures); m.MessageType() != "auth_ok" {
@@ -91,8 +90,8 @@ func TestRevocationEndsOnlyThatPrincipalsStreams(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("alice's ingress stream was not refused")
 	}
-	var se *quic.StreamError
-	if err := context.Cause(aliceIngress.Context()); !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(wire.CloseRefused) {
+	var se *transport.StreamError
+	if err := context.Cause(aliceIngress.Context()); !errors.As(err, &se) || se.Code != transport.StreamErrorCode(wire.CloseRefused) {
 		t.Fatalf("alice's ingress stream ended with %v", err)
 	}
 	if got := e.metric("felix_broker_revoked_streams_total") - before; got < 4 {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/quic-go/quic-go"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/felixmq/felix/core"
@@ -19,6 +17,7 @@ import (
 	"github.com/felixmq/felix/roles/broker/catalogsync"
 	"github.com/felixmq/felix/roles/broker/peer"
 	"github.com/felixmq/felix/roles/broker/sched"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -84,19 +83,21 @@ type Server struct {
 	publishes  tracker // admitted publishes not yet finished
 	bgCtx      context.Context
 	bgCancel   context.CancelFunc
-	bgWG       sync.WaitGroup // accept loop, sync loop, sweeper
+	bgWG       sync.WaitGroup // accept loops, sync loop, sweeper
 	connWG     sync.WaitGroup // connection supervisors
 
-	mu        sync.Mutex
-	ln        *quic.Listener
+	mu sync.Mutex
+	// lns are the client listeners, set by Start; lns[0] is the QUIC
+	// one, whose address Addr reports.
+	lns       []transport.Listener
 	peer      *peer.Endpoint // set by Start; nil without a peer listener
 	conns     map[*connection]struct{}
 	perSource map[string]int
 	started   bool
 	draining  bool
 
-	acceptDone chan struct{}
-	synced     chan struct{} // closed after the first catalog sync
+	acceptWG   sync.WaitGroup // the accept loops, one per listener
+	synced     chan struct{}  // closed after the first catalog sync
 	syncOnce   sync.Once
 	drainingF  atomic.Bool
 	shutOnce   sync.Once
@@ -146,7 +147,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		pubBytes:   semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
 		conns:      map[*connection]struct{}{},
 		perSource:  map[string]int{},
-		acceptDone: make(chan struct{}),
 		synced:     make(chan struct{}),
 		coreClosed: make(chan struct{}),
 	}
@@ -182,17 +182,17 @@ func serverTLS(c *tls.Config) *tls.Config {
 	return c
 }
 
-func (s *Server) quicConfig() *quic.Config {
+func (s *Server) transportConfig() transport.Config {
 	c := s.cfg
-	return &quic.Config{
-		KeepAlivePeriod:                c.KeepAlive,
-		MaxIdleTimeout:                 c.MaxIdleTimeout,
-		InitialStreamReceiveWindow:     min(c.StreamReceiveWindow, 512<<10),
-		MaxStreamReceiveWindow:         c.StreamReceiveWindow,
-		InitialConnectionReceiveWindow: min(c.ConnReceiveWindow, 1<<20),
-		MaxConnectionReceiveWindow:     c.ConnReceiveWindow,
-		MaxIncomingStreams:             c.MaxIncomingStreams,
-		MaxIncomingUniStreams:          c.MaxIncomingUniStreams,
+	return transport.Config{
+		KeepAlive:                  c.KeepAlive,
+		MaxIdleTimeout:             c.MaxIdleTimeout,
+		InitialStreamReceiveWindow: min(c.StreamReceiveWindow, 512<<10),
+		MaxStreamReceiveWindow:     c.StreamReceiveWindow,
+		InitialConnReceiveWindow:   min(c.ConnReceiveWindow, 1<<20),
+		MaxConnReceiveWindow:       c.ConnReceiveWindow,
+		MaxIncomingStreams:         c.MaxIncomingStreams,
+		MaxIncomingUniStreams:      c.MaxIncomingUniStreams,
 	}
 }
 
@@ -210,21 +210,23 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.started {
 		return errors.New("broker: already started")
 	}
-	ln, err := quic.ListenAddr(s.cfg.ListenAddr, s.tls, s.quicConfig())
+	lns, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("broker: listen %s: %w", s.cfg.ListenAddr, err)
+		return err
 	}
-	pe, reg, registered, err := s.joinCluster(ctx, ln.Addr())
+	pe, reg, registered, err := s.joinCluster(ctx, lns[0].Addr())
 	if err != nil {
-		ln.Close()
+		closeAll(lns)
 		return err
 	}
 	s.firstView(ctx) // before anything is accepted; cluster_view.go
-	s.ln, s.peer = ln, pe
+	s.lns, s.peer = lns, pe
 	s.started = true
 	s.sched = sched.New(s.cfg.Sched)
-	s.bgWG.Add(4)
-	go s.acceptLoop()
+	for _, ln := range lns {
+		s.startAccept(ln)
+	}
+	s.bgWG.Add(3)
 	go s.runSync(s.bgCtx)
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
@@ -238,10 +240,23 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].Addr()
+}
+
+// TCPAddr is the TLS-over-TCP listener's address (nil before Start, or
+// when FELIX_TCP_LISTEN is off).
+func (s *Server) TCPAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ln := range s.lns {
+		if _, ok := ln.Addr().(*net.TCPAddr); ok {
+			return ln.Addr()
+		}
+	}
+	return nil
 }
 
 // ingressDepth returns the publishes queued for the executors.
@@ -255,11 +270,22 @@ func (s *Server) ingressDepth() int {
 	return sc.Depth()
 }
 
-func (s *Server) acceptLoop() {
-	defer s.bgWG.Done()
-	defer close(s.acceptDone)
+// startAccept runs an accept loop on ln until ln is closed: every
+// listener, whatever its transport, admits and serves its connections
+// with the same code.
+func (s *Server) startAccept(ln transport.Listener) {
+	s.bgWG.Add(1)
+	s.acceptWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		defer s.acceptWG.Done()
+		s.acceptLoop(ln)
+	}()
+}
+
+func (s *Server) acceptLoop(ln transport.Listener) {
 	for {
-		qc, err := s.ln.Accept(context.Background())
+		qc, err := ln.Accept(context.Background())
 		if err != nil {
 			return
 		}
@@ -269,19 +295,19 @@ func (s *Server) acceptLoop() {
 
 // admit registers a new connection or refuses it when its source address
 // has too many.
-func (s *Server) admit(qc *quic.Conn) {
+func (s *Server) admit(qc transport.Conn) {
 	src := sourceIP(qc.RemoteAddr())
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
-		qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
+		qc.CloseWithError(transport.ApplicationErrorCode(wire.CloseShutdown), "shutdown")
 		return
 	}
 	if s.perSource[src] >= s.cfg.MaxConnectionsPerSource {
 		s.mu.Unlock()
 		s.metrics.connsRefused.Inc()
 		s.log.Warn("refused a connection: too many from its source", "source", src, "limit", s.cfg.MaxConnectionsPerSource)
-		qc.CloseWithError(quic.ApplicationErrorCode(wire.CloseTooManyConnections), "too many connections from this source")
+		qc.CloseWithError(transport.ApplicationErrorCode(wire.CloseTooManyConnections), "too many connections from this source")
 		return
 	}
 	s.perSource[src]++

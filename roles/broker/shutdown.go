@@ -62,8 +62,8 @@ func (s *Server) shutdown(ctx context.Context) error {
 		s.closeCore(late)
 		return nil
 	}
-	s.ln.Close()
-	<-s.acceptDone
+	closeAll(s.lns)
+	s.acceptWG.Wait()
 	s.drainConnections(ctx, late)
 	s.connWG.Wait()
 	s.bgCancel()

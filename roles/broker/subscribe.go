@@ -7,10 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -81,18 +80,18 @@ func (cs *controlStream) handleSubscribe(m *wire.Subscribe) error {
 
 // openEventStream opens the subscription's unidirectional stream and
 // writes event_stream_hello on it.
-func (cs *controlStream) openEventStream(id uint64) (*quic.SendStream, *wire.Error) {
+func (cs *controlStream) openEventStream(id uint64) (transport.SendStream, *wire.Error) {
 	es, err := cs.c.qc.OpenUniStreamSync(cs.ctx)
 	if err != nil {
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot open the event stream: %v", err)
 	}
 	hello, err := wire.AppendMessageFrame(nil, &wire.EventStreamHello{SubscriptionID: id})
 	if err != nil {
-		es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
+		es.CancelWrite(transport.StreamErrorCode(wire.CloseRefused))
 		return nil, wire.NewError(wire.CodeInternal, "cannot encode the event stream hello: %v", err)
 	}
 	if _, err := es.Write(hello); err != nil {
-		es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
+		es.CancelWrite(transport.StreamErrorCode(wire.CloseRefused))
 		return nil, wire.NewError(wire.CodeOverloaded, "cannot write the event stream: %v", err)
 	}
 	return es, nil
@@ -170,7 +169,7 @@ func (w *eventWriter) start() {
 // flags that give the stream to one goroutine at a time.
 type streamWriterState struct {
 	c   *connection
-	es  *quic.SendStream
+	es  transport.SendStream
 	who *auth.Identity
 
 	kicked     atomic.Pointer[wire.Error] // why the broker ended the stream; nil while it runs
@@ -222,7 +221,7 @@ func (s *streamWriterState) kick(err *wire.Error) {
 			// Without a deadline a stalled write could hold the writer
 			// for good: reset the stream, which ends the write.
 			s.c.srv.log.Warn("cannot bound a kicked stream's writes; resetting it", "err", derr)
-			s.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+			s.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		}
 		s.owner.wake()
 	}
@@ -300,7 +299,7 @@ func (w *eventWriter) step() bool {
 		}
 		if err := w.writeBatch(env); err != nil {
 			if w.kicked.Load() != nil {
-				w.es.CancelWrite(quic.StreamErrorCode(wire.CloseRefused))
+				w.es.CancelWrite(transport.StreamErrorCode(wire.CloseRefused))
 			}
 			return true
 		}
@@ -397,7 +396,7 @@ func (w *eventWriter) end(err error) {
 		return
 	}
 	if w.broken {
-		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		w.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	var last wire.Message
@@ -417,7 +416,7 @@ func (w *eventWriter) end(err error) {
 	case errors.As(err, &we):
 		last = we.ErrorMessage(w.withCodes)
 	default:
-		w.es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		w.es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return
 	}
 	if err := writeLast(w.es, last); err != nil {
@@ -430,7 +429,7 @@ type lastWriter interface {
 	Write([]byte) (int, error)
 	SetWriteDeadline(time.Time) error
 	Close() error
-	CancelWrite(quic.StreamErrorCode)
+	CancelWrite(transport.StreamErrorCode)
 }
 
 // writeLast writes an event stream's last frame and finishes the stream
@@ -441,15 +440,15 @@ type lastWriter interface {
 func writeLast(es lastWriter, last wire.Message) error {
 	b, err := wire.AppendMessageFrame(nil, last)
 	if err != nil {
-		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("encode the event stream's last frame: %w", err)
 	}
 	if err := es.SetWriteDeadline(time.Now().Add(endWriteTimeout)); err != nil {
-		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("bound the event stream's last write: %w", err)
 	}
 	if _, err := es.Write(b); err != nil {
-		es.CancelWrite(quic.StreamErrorCode(wire.CloseShutdown))
+		es.CancelWrite(transport.StreamErrorCode(wire.CloseShutdown))
 		return fmt.Errorf("write the event stream's last frame: %w", err)
 	}
 	return es.Close()

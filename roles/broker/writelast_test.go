@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -15,7 +14,7 @@ type fakeSend struct {
 	deadlineErr, writeErr error
 	wrote                 []byte
 	closed                bool
-	cancelled             *quic.StreamErrorCode
+	cancelled             *transport.StreamErrorCode
 }
 
 func (f *fakeSend) Write(b []byte) (int, error) {
@@ -27,7 +26,7 @@ func (f *fakeSend) Write(b []byte) (int, error) {
 }
 func (f *fakeSend) SetWriteDeadline(time.Time) error { return f.deadlineErr }
 func (f *fakeSend) Close() error                     { f.closed = true; return nil }
-func (f *fakeSend) CancelWrite(c quic.StreamErrorCode) {
+func (f *fakeSend) CancelWrite(c transport.StreamErrorCode) {
 	f.cancelled = &c
 }
 
@@ -50,7 +49,7 @@ func TestWriteLastSurfacesErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if tc.f.cancelled == nil || *tc.f.cancelled != quic.StreamErrorCode(wire.CloseShutdown) || tc.f.closed || len(tc.f.wrote) != 0 {
+			if tc.f.cancelled == nil || *tc.f.cancelled != transport.StreamErrorCode(wire.CloseShutdown) || tc.f.closed || len(tc.f.wrote) != 0 {
 				t.Fatalf("stream: cancelled=%v closed=%v wrote=%d", tc.f.cancelled, tc.f.closed, len(tc.f.wrote))
 			}
 		})

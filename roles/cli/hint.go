@@ -75,7 +75,7 @@ var hints = map[hintKey]string{
 
 	{codeConflict, ""}:          "it conflicts with what exists (see the message)",
 	{codeUnreachable, ""}:       "is the server running there? check --controlplane / --broker (or client.json in --data-dir)",
-	{codeBrokerUnreachable, ""}: "is felix serve (or felix broker) running, and is the address right? check --broker, FELIX_BROKER_ADDR or client.json in --data-dir; QUIC runs over UDP, so a firewall dropping UDP looks the same",
+	{codeBrokerUnreachable, ""}: "is felix serve (or felix broker) running, and is the address right? check --broker, FELIX_BROKER_ADDR or client.json in --data-dir; QUIC runs over UDP, so a firewall dropping UDP looks the same: --transport auto tries TLS over TCP too",
 }
 
 // tenantMismatchHint serves both codes a tenant mismatch arrives with.

@@ -102,7 +102,7 @@ func errorCode(err error) (code, msg string) {
 	var ce *felix.SubscribeCursorError
 	var de *felix.DialError
 	switch {
-	case errors.As(err, &de) && de.Timeout():
+	case errors.As(err, &de) && (de.Timeout() || errors.Is(de, syscall.ECONNREFUSED)):
 		return codeBrokerUnreachable, de.Error()
 	case errors.As(err, &ce):
 		return string(ce.Reason), cursorMessage(ce)

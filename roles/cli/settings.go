@@ -20,6 +20,8 @@ import (
 // Names of the shared client flags.
 const (
 	flagBroker       = "broker"
+	flagBrokerTCP    = "broker-tcp"
+	flagTransport    = "transport"
 	flagControlPlane = "controlplane"
 	flagCAFile       = "ca-file"
 	flagTokenFile    = "token-file"
@@ -55,6 +57,10 @@ func ClientFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagBroker, Category: connCategory, EnvVars: []string{"FELIX_BROKER_ADDR"},
 			Usage: "broker QUIC address `HOST:PORT`"},
+		&cli.StringFlag{Name: flagTransport, Category: connCategory, EnvVars: []string{"FELIX_TRANSPORT"},
+			Usage: "how to reach the broker: quic, tcp (TLS over TCP, where UDP is dropped) or auto (QUIC, and TCP if QUIC has not connected within a second) (default: client.json, else quic)"},
+		&cli.StringFlag{Name: flagBrokerTCP, Category: connCategory, EnvVars: []string{"FELIX_BROKER_TCP_ADDR"},
+			Usage: "broker TCP address `HOST:PORT` for --transport tcp or auto (default: client.json, else --broker's)"},
 		&cli.StringFlag{Name: flagControlPlane, Category: connCategory, EnvVars: []string{"FELIX_CONTROLPLANE_URL"},
 			Usage: "control plane REST `URL`, e.g. http://127.0.0.1:5080"},
 		&cli.StringFlag{Name: flagCAFile, Category: connCategory, EnvVars: []string{"FELIX_CA_FILE"},
@@ -88,6 +94,9 @@ func OutputFlag() cli.Flag {
 // TokenFile (or FELIX_TOKEN) and trimmed.
 type Settings struct {
 	Broker, ControlPlane, CAFile, TokenFile, Token, Tenant, Namespace string
+	// Transport is "quic", "tcp" or "auto"; BrokerTCP the broker's TCP
+	// address ("" for Broker's host and port).
+	Transport, BrokerTCP string
 	// ConnectTimeout bounds connecting to the broker (QUIC handshake and
 	// authentication) and to the control plane; positive.
 	ConnectTimeout time.Duration
@@ -103,6 +112,8 @@ type Settings struct {
 // clientFile is the JSON shape of <data-dir>/client.json.
 type clientFile struct {
 	BrokerAddr      string `json:"broker_addr"`
+	BrokerTCPAddr   string `json:"broker_tcp_addr"`
+	Transport       string `json:"transport"`
 	ControlPlaneURL string `json:"controlplane_url"`
 	CAFile          string `json:"ca_file"`
 	TokenFile       string `json:"token_file"`
@@ -169,6 +180,7 @@ func LoadClientSettings(c *cli.Context) (Settings, error) {
 		CAFile:       first(c.String(flagCAFile), inDir(cf.CAFile)),
 		Tenant:       first(c.String(flagTenant), cf.Tenant, defaultTenant),
 		Namespace:    first(c.String(flagNamespace), cf.Namespace, defaultNamespace),
+		Transport:    first(c.String(flagTransport), cf.Transport, felix.TransportQUIC),
 
 		ConnectTimeout: timeout,
 		clientFile:     src.describe(),
@@ -180,6 +192,17 @@ func LoadClientSettings(c *cli.Context) (Settings, error) {
 		s.ControlPlane = cf.ControlPlaneURLs[0]
 	}
 	s.MoreBrokers = others(c.String(flagBroker) != "", s.Broker, cf.BrokerAddrs)
+	// client.json's TCP address belongs to its broker_addr: a --broker
+	// flag names another broker, reached on its own port.
+	s.BrokerTCP = c.String(flagBrokerTCP)
+	if s.BrokerTCP == "" && c.String(flagBroker) == "" && s.Broker == cf.BrokerAddr {
+		s.BrokerTCP = cf.BrokerTCPAddr
+	}
+	switch s.Transport {
+	case felix.TransportQUIC, felix.TransportTCP, felix.TransportAuto:
+	default:
+		return Settings{}, usageErrorf(c, "--transport %q: want quic, tcp or auto", s.Transport)
+	}
 	s.MoreControlPlanes = others(c.String(flagControlPlane) != "", s.ControlPlane, cf.ControlPlaneURLs)
 	switch {
 	case c.String(flagTokenFile) != "":
@@ -290,7 +313,8 @@ func (s Settings) SDKConfig() (felix.Config, error) {
 	if err := s.needToken(); err != nil {
 		return felix.Config{}, err
 	}
-	cfg := felix.Config{Addr: s.Broker, CAFile: s.CAFile, Tenant: s.Tenant, Token: s.Token, DialTimeout: s.ConnectTimeout}
+	cfg := felix.Config{Addr: s.Broker, CAFile: s.CAFile, Tenant: s.Tenant, Token: s.Token, DialTimeout: s.ConnectTimeout,
+		Transport: s.Transport, TCPAddr: s.BrokerTCP}
 	if s.CAFile == "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil {

@@ -60,11 +60,42 @@ func TestSettingsFromClientFile(t *testing.T) {
 	want := Settings{
 		Broker: "file:7000", ControlPlane: "http://file:8081", CAFile: filepath.Join(dir, "tls/ca.pem"),
 		TokenFile: filepath.Join(dir, "admin.token"), Token: "file-token", Tenant: "filetenant", Namespace: "filens",
-		ConnectTimeout: defaultConnectTimeout,
+		Transport: "quic", ConnectTimeout: defaultConnectTimeout,
 	}
 	s.clientFile = ""
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %+v\nwant %+v", s, want)
+	}
+}
+
+// TestSettingsTransport: client.json's transport and broker_tcp_addr are
+// used, --transport overrides the file, a --broker flag drops the file's
+// TCP address (it belongs to the file's broker), and a bad transport is a
+// usage error.
+func TestSettingsTransport(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	cf := `{"broker_addr":"file:7000","broker_tcp_addr":"file:7001","transport":"auto","token_file":"admin.token"}`
+	if err := os.WriteFile(filepath.Join(dir, clientFileName), []byte(cf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := loadSettings(t, "--data-dir", dir)
+	if err != nil || s.Transport != "auto" || s.BrokerTCP != "file:7001" {
+		t.Fatalf("from the file: %+v, %v", s, err)
+	}
+	cfg, err := s.SDKConfig()
+	if err != nil || cfg.Transport != "auto" || cfg.TCPAddr != "file:7001" {
+		t.Fatalf("SDK config %+v, %v", cfg, err)
+	}
+	s, err = loadSettings(t, "--data-dir", dir, "--transport", "tcp", "--broker", "other:7000")
+	if err != nil || s.Transport != "tcp" || s.BrokerTCP != "" || s.Broker != "other:7000" {
+		t.Fatalf("flags: %+v, %v", s, err)
+	}
+	if _, err := loadSettings(t, "--data-dir", dir, "--transport", "pigeon"); err == nil || !strings.Contains(err.Error(), `--transport "pigeon"`) {
+		t.Fatalf("bad transport: %v", err)
 	}
 }
 

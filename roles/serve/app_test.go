@@ -107,13 +107,13 @@ func TestEachRoleListsOnlyItsFlags(t *testing.T) {
 		role       string
 		has, lacks []string
 	}{
-		{"serve", []string{"data-dir", "broker-addr", "peer-addr", "controlplane-addr", "metrics-addr", "host", "shutdown-timeout", "config",
+		{"serve", []string{"data-dir", "broker-addr", "tcp-addr", "peer-addr", "controlplane-addr", "metrics-addr", "host", "shutdown-timeout", "config",
 			"raft-node-id", "raft-peers", "raft-data-dir"},
 			[]string{"controlplane-url", "token-file"}},
-		{"broker", []string{"data-dir", "broker-addr", "peer-addr", "metrics-addr", "host", "controlplane-url", "token-file"},
+		{"broker", []string{"data-dir", "broker-addr", "tcp-addr", "peer-addr", "metrics-addr", "host", "controlplane-url", "token-file"},
 			[]string{"controlplane-addr", "raft-peers"}},
 		{"controlplane", []string{"data-dir", "controlplane-addr", "raft-node-id", "raft-peers", "raft-data-dir"},
-			[]string{"broker-addr", "peer-addr", "metrics-addr", "host", "controlplane-url", "token-file"}},
+			[]string{"broker-addr", "tcp-addr", "peer-addr", "metrics-addr", "host", "controlplane-url", "token-file"}},
 	} {
 		var cmd *cli.Command
 		for _, c := range app.Commands {

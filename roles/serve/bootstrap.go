@@ -19,6 +19,7 @@ import (
 // needs to reach the node. Paths are relative to the data directory.
 type clientFile struct {
 	BrokerAddr      string `json:"broker_addr"`
+	BrokerTCPAddr   string `json:"broker_tcp_addr,omitempty"`
 	ControlPlaneURL string `json:"controlplane_url"`
 	CAFile          string `json:"ca_file,omitempty"`
 	TokenFile       string `json:"token_file"`

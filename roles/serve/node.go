@@ -347,6 +347,9 @@ func printSummary(w io.Writer, o *options, cf clientFile, metricsAddr net.Addr) 
 	abs, _ := filepath.Abs(o.DataDir)
 	fmt.Fprintf(w, "felix serve is up\n")
 	fmt.Fprintf(w, "  broker (QUIC)    %s\n", cf.BrokerAddr)
+	if cf.BrokerTCPAddr != "" {
+		fmt.Fprintf(w, "  broker (TCP)     %s  (--transport tcp, for networks that drop UDP)\n", cf.BrokerTCPAddr)
+	}
 	fmt.Fprintf(w, "  control plane    %s\n", cf.ControlPlaneURL)
 	fmt.Fprintf(w, "  metrics          http://%s/metrics\n", metricsAddr)
 	fmt.Fprintf(w, "  data directory   %s\n", abs)

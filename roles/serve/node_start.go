@@ -158,6 +158,7 @@ func (n *node) startBroker(ctx context.Context) error {
 	n.caFile = ca
 	cfg := n.bcfg
 	cfg.ListenAddr = n.o.BrokerAddr
+	cfg.TCPListenAddr = n.o.TCPAddr
 	cfg.Peer.Addr = n.o.PeerAddr
 	switch {
 	case cfg.Peer.CertFile != "":
@@ -205,7 +206,7 @@ func (n *node) startMetrics(context.Context) error {
 	}
 	n.metrics = m
 	n.running.push(stepMetrics, m.stop)
-	n.log.Info("broker listening", "quic", n.srv.Addr(), "metrics", "http://"+m.addr.String())
+	n.log.Info("broker listening", "quic", n.srv.Addr(), "tcp", n.srv.TCPAddr(), "metrics", "http://"+m.addr.String())
 	return nil
 }
 
@@ -218,6 +219,9 @@ func (n *node) writeClientFile(context.Context) error {
 		TokenFile:       adminTokenFile,
 		Tenant:          "default",
 		Namespace:       "default",
+	}
+	if a := n.srv.TCPAddr(); a != nil {
+		cf.BrokerTCPAddr = dialable(a.String())
 	}
 	if err := writeClientFile(n.o.DataDir, cf); err != nil {
 		return fmt.Errorf("write client.json: %w", err)

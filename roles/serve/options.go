@@ -19,6 +19,7 @@ import (
 type options struct {
 	DataDir          string
 	BrokerAddr       string
+	TCPAddr          string // the broker's TLS-over-TCP listener: "" its QUIC port, "off" none
 	PeerAddr         string // the broker's listener for other brokers
 	ControlPlaneAddr string
 	MetricsAddr      string
@@ -36,6 +37,7 @@ type options struct {
 type fileConfig struct {
 	DataDir          string            `yaml:"data-dir"`
 	BrokerAddr       string            `yaml:"broker-addr"`
+	TCPAddr          string            `yaml:"tcp-addr"`
 	PeerAddr         string            `yaml:"peer-addr"`
 	ControlPlaneAddr string            `yaml:"controlplane-addr"`
 	MetricsAddr      string            `yaml:"metrics-addr"`
@@ -82,6 +84,7 @@ func commonFlags() []cli.Flag {
 func brokerFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "broker-addr", Usage: "UDP address `HOST:PORT` the broker's QUIC listener binds", EnvVars: []string{"FELIX_BROKER_ADDR", "FELIX_QUIC_BIND"}, Value: "127.0.0.1:5000"},
+		&cli.StringFlag{Name: "tcp-addr", Usage: "TCP address `HOST:PORT` of the broker's TLS-over-TCP listener (the same protocol, for networks that drop UDP); default: --broker-addr's host and port, \"off\" for none", EnvVars: []string{"FELIX_TCP_LISTEN"}},
 		&cli.StringFlag{Name: "peer-addr", Usage: "UDP address `HOST:PORT` of the broker's listener for other brokers (mutual TLS with node certificates)", EnvVars: []string{"FELIX_NODE_PEER_ADDR"}, Value: "127.0.0.1:0"},
 		&cli.StringFlag{Name: "metrics-addr", Usage: "TCP address `HOST:PORT` for the broker's /metrics, /live and /ready", EnvVars: []string{"FELIX_BROKER_METRICS_BIND", "FELIX_METRICS_ADDR"}, Value: "127.0.0.1:8080"},
 		&cli.StringSliceFlag{Name: "host", Usage: "extra `NAME` or IP for the broker's development certificate (repeatable)", EnvVars: []string{"FELIX_TLS_HOSTS"}},
@@ -133,6 +136,7 @@ func loadOptions(c *cli.Context) (*options, error) {
 	}
 	o.DataDir = pick("data-dir", fc.DataDir)
 	o.BrokerAddr = pick("broker-addr", fc.BrokerAddr)
+	o.TCPAddr = pick("tcp-addr", fc.TCPAddr)
 	o.PeerAddr = pick("peer-addr", fc.PeerAddr)
 	o.ControlPlaneAddr = pick("controlplane-addr", fc.ControlPlaneAddr)
 	o.MetricsAddr = pick("metrics-addr", fc.MetricsAddr)

@@ -88,11 +88,11 @@ func gaugeIn(sc *bufio.Scanner, name string) (float64, bool) {
 
 // felixCacheBench runs a `felix bench cache` against n while probing which
 // storage its cache used, and adds that to the workload's notes.
-func (e *env) felixCacheBench(ctx context.Context, workload string, n *felixNode, d time.Duration, args ...string) (figures, error) {
+func (e *env) felixCacheBench(ctx context.Context, workload string, n *felixNode, d time.Duration, tr string, args ...string) (figures, error) {
 	pctx, stop := context.WithCancel(ctx)
 	seen := make(chan cacheStorage, 1)
 	go func() { seen <- probeCacheStorage(pctx, n) }()
-	f, err := e.felixBench(ctx, n, d, append([]string{"cache"}, args...)...)
+	f, err := e.felixBench(ctx, n, d, tr, append([]string{"cache"}, args...)...)
 	stop()
 	s := <-seen
 	if err == nil {

@@ -112,13 +112,13 @@ func etcdPeer(f func(context.Context, *etcdCluster) (figures, error)) peerRun {
 }
 
 // felixCache runs `felix bench cache args` on the broker with fsync policy.
-func felixCache(workload, fsync string, d time.Duration, args ...string) func(context.Context, *env) (figures, error) {
-	return func(ctx context.Context, e *env) (figures, error) {
+func felixCache(workload, fsync string, d time.Duration, args ...string) felixRun {
+	return func(ctx context.Context, e *env, tr string) (figures, error) {
 		n, err := e.felix(ctx, "cache-"+fsync, "FELIX_DURABLE_FSYNC="+fsync)
 		if err != nil {
 			return nil, err
 		}
-		return e.felixCacheBench(ctx, workload, n, d, append(args, "--value", strconv.Itoa(cacheValueBytes), "--duration", secs(d))...)
+		return e.felixCacheBench(ctx, workload, n, d, tr, append(args, "--value", strconv.Itoa(cacheValueBytes), "--duration", secs(d))...)
 	}
 }
 

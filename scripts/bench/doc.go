@@ -5,6 +5,7 @@
 //
 //	scripts/bench/run --smoke
 //	scripts/bench/run --workloads pubsub-4k,fanout --rounds 3
+//	scripts/bench/run --transports quic --workloads fanout
 //	scripts/bench/run --write-docs
 //
 // Felix is the binary built from the checkout (or FELIX_BIN), started as
@@ -17,9 +18,25 @@
 // which is stopped at the end, on failure and on SIGINT/SIGTERM; children
 // also die with the harness (Pdeathsig). The temp directory is removed.
 //
+// Felix runs over each of its transports: --transports (or
+// BENCH_TRANSPORTS; default quic,tcp) lists them. A case's Felix side is
+// the same `felix bench` command run once per transport with --transport
+// quic, then --transport tcp, against the same broker, which listens for
+// both. The cases that reach no broker, meta (the control plane's REST
+// API) and quic-raw (the QUIC transport alone), run once and show n/a
+// under TCP; a TCP-only run leaves them out.
+//
 // Each workload runs --warmup rounds that are not counted and then --rounds
-// measured rounds, Felix then the peer in each, with the peer's and Felix's
-// servers kept for the workload and stopped after it. Results go to --json
+// measured rounds, each round running every case over QUIC, then TCP, then
+// on the peer, with the peer's and Felix's servers kept for the workload
+// and stopped after it. Tables show Felix's figure per transport, the
+// peer's, and one Felix/peer ratio per transport, each ratio taken within a
+// round. pubsub-4k and fanout also report broker CPU per delivery: the
+// server process's user+system CPU time (from /proc/<pid>/stat) over the
+// run, divided by its deliveries, for felix serve and for the NATS server,
+// each its own process; the load generators are other processes.
+//
+// --smoke runs both transports (one short round, about 25 s). Results go to --json
 // (results/latest.json by default) and, with --write-docs, to the section of
 // docs/benchmarks.md between the bench:begin and bench:end markers.
 //

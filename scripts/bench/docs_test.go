@@ -71,3 +71,17 @@ func TestWriteDocsKeepsTheRest(t *testing.T) {
 		}
 	}
 }
+
+func TestDocsSectionTwoTransports(t *testing.T) {
+	rep := &Report{Command: "scripts/bench/run", Rounds: 1, Transports: []string{transportQUIC, transportTCP},
+		Series: []*Series{{Workload: "pubsub-4k", Metric: cpuMetric.label, Unit: cpuMetric.unit, Peer: "NATS",
+			Transports: []string{transportQUIC, transportTCP}, Rounds: []Round{{Felix: f(20), FelixTCP: f(10), Peer: f(10)}}}}}
+	rep.Series[0].summarizeAll()
+	s := docsSection(rep)
+	for _, want := range []string{"Felix over QUIC, then over TCP", "Felix TCP median (min–max)", "TCP/peer median",
+		"| 20.0 | 10.0 | NATS | 10.0 | 2.00 | 1.00 |", "Broker CPU per delivery is"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -149,8 +150,13 @@ func (e *env) stop(prefix string) {
 	}
 }
 
-// felixBench runs one `felix bench` client process against the node.
-func (e *env) felixBench(ctx context.Context, n *felixNode, work time.Duration, args ...string) (figures, error) {
+// felixBench runs one `felix bench` client process against the node over
+// transport tr (`--transport tr`; "" adds no flag, for scenarios that do
+// not reach a broker).
+func (e *env) felixBench(ctx context.Context, n *felixNode, work time.Duration, tr string, args ...string) (figures, error) {
+	if tr != "" {
+		args = append(slices.Clip(args), "--transport", tr)
+	}
 	return runFelixBench(ctx, e.p, e.felixBin, n, work+2*time.Minute, args...)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,37 @@ type options struct {
 	metaConcurrency int
 	casCallers      int
 	timeout         time.Duration
+	// transports are the Felix transports each case runs over, in
+	// order, each its own run in every round: quic, tcp or both.
+	transports []string
+}
+
+// Felix transports the harness knows, in the order a round runs them.
+const (
+	transportQUIC = "quic"
+	transportTCP  = "tcp"
+)
+
+var allTransports = []string{transportQUIC, transportTCP}
+
+// parseTransports reads a comma-separated transport list; the result keeps
+// the order of allTransports and holds each transport once.
+func parseTransports(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, t := range strings.Split(s, ",") {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if !slices.Contains(allTransports, t) {
+			return nil, fmt.Errorf("--transports: unknown transport %q (have %s)", t, strings.Join(allTransports, ","))
+		}
+		want[t] = true
+	}
+	var out []string
+	for _, t := range allTransports {
+		if want[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -85,8 +117,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.watchDuration, "watch-duration", 10*time.Second, "updates of each watch-fanout run (bounded to 1 minute)")
 	fs.IntVar(&o.metaConcurrency, "meta-concurrency", 16, "concurrent callers for meta")
 	fs.IntVar(&o.casCallers, "cas-callers", 16, "callers updating the one key in cache-cas")
-	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "stop everything after this long")
-	if err := fs.Parse(args); err != nil {
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "stop everything after this long")
+	transports := fs.String("transports", cmp.Or(os.Getenv("BENCH_TRANSPORTS"), "quic,tcp"),
+		"comma-separated Felix transports each case runs over, in the same round: quic, tcp (env BENCH_TRANSPORTS)")
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -107,6 +142,9 @@ func parseFlags(args []string) (*options, error) {
 		def("duration", func() { o.duration = 2 * time.Second })
 		def("pubsub-duration", func() { o.pubsubDuration = 2 * time.Second })
 		def("timeout", func() { o.timeout = 3 * time.Minute })
+	}
+	if o.transports, err = parseTransports(*transports); err != nil {
+		return nil, err
 	}
 	if o.casCallers < 1 {
 		return nil, errors.New("--cas-callers must be at least 1")
@@ -195,14 +233,18 @@ func run(args []string) int {
 
 // Report is the JSON results file.
 type Report struct {
-	Started  time.Time `json:"started"`
-	Command  string    `json:"command"`
-	Machine  Machine   `json:"machine"`
-	Rounds   int       `json:"rounds"`
-	Warmup   int       `json:"warmup_rounds"`
-	Series   []*Series `json:"series"`
-	Failed   []string  `json:"failed,omitempty"`
-	Canceled bool      `json:"canceled,omitempty"`
+	Started time.Time `json:"started"`
+	Command string    `json:"command"`
+	Machine Machine   `json:"machine"`
+	Rounds  int       `json:"rounds"`
+	// Transports are the Felix transports the run compared, in the order
+	// each round ran them; empty in results from before the TCP
+	// transport (QUIC alone).
+	Transports []string  `json:"transports,omitempty"`
+	Warmup     int       `json:"warmup_rounds"`
+	Series     []*Series `json:"series"`
+	Failed     []string  `json:"failed,omitempty"`
+	Canceled   bool      `json:"canceled,omitempty"`
 }
 
 func harness(ctx context.Context, o *options, args []string) (*Report, error) {
@@ -235,7 +277,7 @@ func harness(ctx context.Context, o *options, args []string) (*Report, error) {
 	if e.felixBin, err = buildFelix(ctx, repo, tmp); err != nil {
 		return nil, err
 	}
-	rep := &Report{Started: time.Now().UTC(), Command: commandLine(args), Rounds: o.rounds, Warmup: o.warmup,
+	rep := &Report{Started: time.Now().UTC(), Command: commandLine(args), Rounds: o.rounds, Warmup: o.warmup, Transports: o.transports,
 		Machine: describeMachine(ctx, repo, e.felixBin)}
 	for _, w := range allWorkloads() {
 		if !slices.Contains(o.workloads, w.name) || ctx.Err() != nil {
@@ -247,10 +289,10 @@ func harness(ctx context.Context, o *options, args []string) (*Report, error) {
 	rep.Canceled = ctx.Err() != nil
 	for _, s := range rep.Series {
 		if !s.complete() {
-			rep.Failed = append(rep.Failed, strings.TrimSpace(s.Workload+" "+s.Case+" "+s.Metric))
+			rep.Failed = append(rep.Failed, strings.TrimSpace(s.Workload+" "+s.Case+" "+s.Metric)+" ("+s.incomplete()+")")
 		}
 	}
-	fmt.Print(renderTable(rep.Series))
+	fmt.Print(renderTable(rep.Series, rep.Transports))
 	if err := writeJSON(o.jsonPath, rep); err != nil {
 		return rep, err
 	}

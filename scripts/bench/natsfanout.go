@@ -124,6 +124,7 @@ func natsFanoutRun(ctx context.Context, n *natsNode, subscribers, rate, payload 
 	return figures{
 		"deliveries_per_s": float64(s.delivered) / s.elapsed.Seconds(),
 		"lost":             float64(s.lost),
+		"delivered":        float64(s.delivered),
 		"p50_ms":           q[0], "p99_ms": q[1], "p999_ms": q[2],
 	}, ctx.Err()
 }

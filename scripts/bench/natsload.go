@@ -91,6 +91,7 @@ func natsPubSub(ctx context.Context, n *natsNode, payload int, d time.Duration) 
 		"published_mb_per_s": float64(published*int64(payload)) / pubElapsed.Seconds() / 1e6,
 		"delivered_mb_per_s": float64(cnt.bytes.Load()) / elapsed.Seconds() / 1e6,
 		"lost":               float64(published - cnt.msgs.Load()),
+		"delivered":          float64(cnt.msgs.Load()),
 	}, ctx.Err()
 }
 

@@ -1,45 +1,78 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
-// renderTable prints every series as one markdown table row: each side's
-// median and range over the rounds, and the median and range of the
-// per-round Felix/peer ratios.
-func renderTable(series []*Series) string {
+// renderTable prints every series as one markdown table row: Felix's
+// median and range over the rounds for each transport the run compared
+// (QUIC alone when transports is empty, as in results from before TCP),
+// the peer's, and the median and range of the per-round Felix/peer ratios,
+// one per transport.
+func renderTable(series []*Series, transports []string) string {
+	if len(transports) == 0 {
+		transports = []string{transportQUIC}
+	}
+	head := []string{"workload", "case", "metric"}
+	for _, tr := range transports {
+		head = append(head, "Felix "+transportName(tr)+" median (min–max)")
+	}
+	head = append(head, "peer", "peer median (min–max)")
+	for _, tr := range transports {
+		head = append(head, transportName(tr)+"/peer median (min–max)")
+	}
 	var b strings.Builder
-	b.WriteString("| workload | case | metric | Felix median (min–max) | peer | peer median (min–max) | Felix/peer median (min–max) |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
 	for _, s := range series {
-		metric := s.Metric
-		if s.Unit != "" {
-			metric += " (" + s.Unit + ")"
-		}
-		if s.Lower {
-			metric += ", lower is better"
-		}
-		felix, peer, ratio := "—", "—", "—"
-		peerName := s.Peer
-		if peerName == "" {
-			peerName = "—"
-		}
-		switch {
-		case s.Pending != "":
-			felix = "pending: " + s.Pending
-		default:
-			felix = cell(s.Felix, s.Rounds, true)
-			if s.Peer != "" {
-				peer = cell(s.PeerSum, s.Rounds, false)
-				ratio = ratioCell(s.Ratio)
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
-			s.Workload, dash(s.Case), metric, felix, peerName, peer, ratio)
+		b.WriteString("| " + strings.Join(row(s, transports), " | ") + " |\n")
 	}
 	return b.String()
+}
+
+// transportName is how the tables name a transport.
+func transportName(tr string) string { return strings.ToUpper(tr) }
+
+// row is one series' cells under renderTable's header.
+func row(s *Series, transports []string) []string {
+	metric := s.Metric
+	if s.Unit != "" {
+		metric += " (" + s.Unit + ")"
+	}
+	if s.Lower {
+		metric += ", lower is better"
+	}
+	felix := make([]string, len(transports))
+	ratio := make([]string, len(transports))
+	peer, peerName := "—", cmp.Or(s.Peer, "—")
+	for i, tr := range transports {
+		felix[i], ratio[i] = "—", "—"
+		switch {
+		case s.Pending != "":
+			if i == 0 {
+				felix[i] = "pending: " + s.Pending
+			}
+		case !slices.Contains(s.ran(), tr):
+			if tr == transportTCP && s.NoTCP != "" {
+				felix[i] = "n/a: " + s.NoTCP
+			}
+		default:
+			felix[i] = cell(s.felixSummary(tr), s.Rounds, func(r Round) string { _, e := r.felix(tr); return e })
+			if s.Peer != "" {
+				ratio[i] = ratioCell(s.ratioSummary(tr))
+			}
+		}
+	}
+	if s.Pending == "" && s.Peer != "" {
+		peer = cell(s.PeerSum, s.Rounds, func(r Round) string { return r.PeerErr })
+	}
+	out := append([]string{s.Workload, dash(s.Case), metric}, felix...)
+	out = append(out, peerName, peer)
+	return append(out, ratio...)
 }
 
 func dash(s string) string {
@@ -49,15 +82,12 @@ func dash(s string) string {
 	return s
 }
 
-// cell formats a summary, or the first error of that side when it has none.
-func cell(sum *Summary, rounds []Round, felix bool) string {
+// cell formats a summary, or the first error of that side (errOf) when it
+// has none.
+func cell(sum *Summary, rounds []Round, errOf func(Round) string) string {
 	if sum == nil {
 		for _, r := range rounds {
-			e := r.PeerErr
-			if felix {
-				e = r.FelixErr
-			}
-			if e != "" {
+			if e := errOf(r); e != "" {
 				return "failed: " + clip(e, 80)
 			}
 		}

@@ -15,7 +15,7 @@ func TestRenderTable(t *testing.T) {
 	for _, s := range []*Series{s1, s2, s3, s4} {
 		s.summarizeAll()
 	}
-	out := renderTable([]*Series{s1, s2, s3, s4})
+	out := renderTable([]*Series{s1, s2, s3, s4}, nil)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 6 {
 		t.Fatalf("want header, rule and 4 rows, got:\n%s", out)

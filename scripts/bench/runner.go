@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -14,18 +15,29 @@ func logf(format string, args ...any) {
 }
 
 // runWorkload runs the warm-up rounds and then the measured rounds of one
-// workload, each round running every case on Felix and then on the peer,
-// and stops the workload's servers at the end.
+// workload, each round running every case on Felix over each selected
+// transport (QUIC, then TCP) and then on the peer, and stops the
+// workload's servers at the end.
 func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 	if w.pending != "" {
 		return []*Series{{Workload: w.name, Metric: "—", Peer: w.peer, Pending: w.pending, Note: w.note}}
 	}
 	defer e.stop("")
-	cases := w.cases(e.o)
+	var cases []caseSpec
+	var runs [][]string // by case: the transports it runs over
+	for _, c := range w.cases(e.o) {
+		trs := caseTransports(c, e.o.transports)
+		if len(trs) == 0 {
+			logf("%s %s: skipped, it has no TCP variant (%s) and --transports leaves out quic", w.name, c.name, c.noTCP)
+			continue
+		}
+		cases, runs = append(cases, c), append(runs, trs)
+	}
 	series := make([][]*Series, len(cases))
 	for i, c := range cases {
 		for _, m := range c.metrics {
-			s := &Series{Workload: w.name, Case: c.name, Metric: m.label, Unit: m.unit, Lower: m.lower, Note: w.note}
+			s := &Series{Workload: w.name, Case: c.name, Metric: m.label, Unit: m.unit, Lower: m.lower, Note: w.note,
+				Transports: runs[i], NoTCP: c.noTCP}
 			if c.peer != nil && m.peerKey != "" {
 				s.Peer = cmp.Or(c.peerName, w.peer)
 			}
@@ -38,8 +50,22 @@ func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 			label = "warm-up"
 		}
 		for i, c := range cases {
-			ff, ferr := c.felix(ctx, e)
-			logf("%s %s [%s] felix: %s", w.name, c.name, label, brief(c.metrics, ff, ferr, true))
+			rs := make([]Round, len(c.metrics))
+			for _, tr := range runs[i] {
+				if ctx.Err() != nil {
+					break
+				}
+				arg := tr
+				if c.noTCP != "" {
+					arg = ""
+				}
+				ff, ferr := c.felix(ctx, e, arg)
+				logf("%s %s [%s] felix %s: %s", w.name, c.name, label, tr, brief(c.metrics, ff, ferr, true))
+				for j, m := range c.metrics {
+					v, msg := pick(ff, ferr, m.felixKey)
+					rs[j].setFelix(tr, v, msg)
+				}
+			}
 			var pf figures
 			var perr error
 			if c.peer != nil && ctx.Err() == nil {
@@ -50,12 +76,10 @@ func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 				continue
 			}
 			for j, m := range c.metrics {
-				r := Round{}
-				r.Felix, r.FelixErr = pick(ff, ferr, m.felixKey)
 				if series[i][j].Peer != "" {
-					r.Peer, r.PeerErr = pick(pf, perr, m.peerKey)
+					rs[j].Peer, rs[j].PeerErr = pick(pf, perr, m.peerKey)
 				}
-				series[i][j].Rounds = append(series[i][j].Rounds, r)
+				series[i][j].Rounds = append(series[i][j].Rounds, rs[j])
 			}
 		}
 	}
@@ -70,6 +94,19 @@ func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 		}
 	}
 	return out
+}
+
+// caseTransports is the transports case c runs over when the selected
+// ones run: all of them, or for a case without a TCP variant, QUIC alone
+// (its one run, filed as QUIC) if QUIC is selected.
+func caseTransports(c caseSpec, selected []string) []string {
+	if c.noTCP == "" {
+		return selected
+	}
+	if slices.Contains(selected, transportQUIC) {
+		return []string{transportQUIC}
+	}
+	return nil
 }
 
 func pick(f figures, err error, key string) (*float64, string) {

@@ -16,11 +16,11 @@ func docsSection(rep *Report) string {
 	fmt.Fprintf(&b, "- Versions: %s; Felix %s; NATS server %s (nats.go %s); etcd %s (clientv3 %s)\n",
 		m.Go, m.Felix, ver(m, "github.com/nats-io/nats-server/v2"), ver(m, "github.com/nats-io/nats.go"),
 		ver(m, "go.etcd.io/etcd/server/v3"), ver(m, "go.etcd.io/etcd/client/v3"))
-	fmt.Fprintf(&b, "- Method: %d warm-up and %d measured rounds per workload, Felix then the peer in every round; "+
+	fmt.Fprintf(&b, "- Method: %d warm-up and %d measured rounds per workload, %s, then the peer in every round; "+
 		"every server is its own process on 127.0.0.1 with TLS; Felix's load comes from `felix bench` in its own "+
 		"process, the peers' from the harness process. Each cell is the median (min–max) over the rounds; the ratio "+
-		"is Felix/peer taken within each round, then summarized.\n\n", rep.Warmup, rep.Rounds)
-	b.WriteString(renderTable(rep.Series))
+		"is Felix/peer taken within each round, then summarized.%s\n\n", rep.Warmup, rep.Rounds, felixRuns(rep.Transports), cpuSentence(rep))
+	b.WriteString(renderTable(rep.Series, rep.Transports))
 	notes := map[string]bool{}
 	var lines []string
 	for _, s := range rep.Series {
@@ -40,4 +40,31 @@ func ver(m Machine, path string) string {
 		return v
 	}
 	return "unknown"
+}
+
+// felixRuns says how Felix ran in each round.
+func felixRuns(transports []string) string {
+	switch len(transports) {
+	case 0:
+		return "Felix"
+	case 1:
+		return "Felix over " + transportName(transports[0])
+	}
+	names := make([]string, len(transports))
+	for i, tr := range transports {
+		names[i] = transportName(tr)
+	}
+	return "Felix over " + strings.Join(names, ", then over ") +
+		" (the same `felix bench` command against the same broker, with `--transport`)"
+}
+
+// cpuSentence explains the broker CPU figure when the report has one.
+func cpuSentence(rep *Report) string {
+	for _, s := range rep.Series {
+		if s.Metric == cpuMetric.label {
+			return " Broker CPU per delivery is the user + system CPU time of the server process (felix serve; the " +
+				"NATS server's own process) over the whole run, set-up included, divided by the deliveries made."
+		}
+	}
+	return ""
 }

@@ -17,15 +17,22 @@ type metric struct {
 	felixKey, peerKey string
 }
 
-// caseSpec is one comparison inside a workload; felix and peer each run
-// once per round, Felix first.
+// felixRun runs a case's Felix side once over transport tr (quic or tcp,
+// "" for a case with no TCP variant).
+type felixRun func(ctx context.Context, e *env, tr string) (figures, error)
+
+// caseSpec is one comparison inside a workload; in each round felix runs
+// once per selected transport (QUIC, then TCP) and then the peer once.
 type caseSpec struct {
 	name    string
 	metrics []metric
-	felix   func(ctx context.Context, e *env) (figures, error)
+	felix   felixRun
 	peer    func(ctx context.Context, e *env) (figures, error) // nil: no peer
 	// peerName names this case's peer when it is not the workload's.
 	peerName string
+	// noTCP, when set, says why the case has no TCP variant: it runs once
+	// a round, without --transport, when QUIC is selected.
+	noTCP string
 }
 
 // workload is one row group of the table.
@@ -61,20 +68,22 @@ func allWorkloads() []workload {
 			d := o.pubsubDuration
 			return []caseSpec{{
 				name:    "1 pub, 1 sub, 4 KiB, fire-and-forget",
-				metrics: []metric{mbps("delivered_mb_per_s", "delivered_mb_per_s"), lostMsgs},
-				felix: func(ctx context.Context, e *env) (figures, error) {
+				metrics: []metric{mbps("delivered_mb_per_s", "delivered_mb_per_s"), lostMsgs, cpuMetric},
+				felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 					n, err := e.felix(ctx, "main")
 					if err != nil {
 						return nil, err
 					}
-					return e.felixBench(ctx, n, d, append([]string{"pubsub"}, pubsubArgs("--batch", "64", "--duration", secs(d))...)...)
+					return withServerCPU(n.proc.pid(), func() (figures, error) {
+						return e.felixBench(ctx, n, d, tr, append([]string{"pubsub"}, pubsubArgs("--batch", "64", "--duration", secs(d))...)...)
+					})
 				},
 				peer: func(ctx context.Context, e *env) (figures, error) {
 					n, err := e.nats(ctx, "core", natsConfig{})
 					if err != nil {
 						return nil, err
 					}
-					return natsPubSub(ctx, n, 4096, d)
+					return withServerCPU(n.proc.pid(), func() (figures, error) { return natsPubSub(ctx, n, 4096, d) })
 				},
 			}}
 		}},
@@ -84,12 +93,12 @@ func allWorkloads() []workload {
 				name: "4 KiB, 256 in flight",
 				metrics: []metric{{"acked", "MB/s", false, "published_mb_per_s", "acked_mb_per_s"},
 					mbps("delivered_mb_per_s", "delivered_mb_per_s")},
-				felix: func(ctx context.Context, e *env) (figures, error) {
+				felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 					n, err := e.felix(ctx, "main")
 					if err != nil {
 						return nil, err
 					}
-					return e.felixBench(ctx, n, d, append([]string{"pubsub"}, pubsubArgs("--acked", "--inflight", "256", "--batch", "1", "--duration", secs(d))...)...)
+					return e.felixBench(ctx, n, d, tr, append([]string{"pubsub"}, pubsubArgs("--acked", "--inflight", "256", "--batch", "1", "--duration", secs(d))...)...)
 				},
 				peer: func(ctx context.Context, e *env) (figures, error) {
 					n, err := e.nats(ctx, "js", natsConfig{jetstream: true})
@@ -112,12 +121,12 @@ func allWorkloads() []workload {
 			return []caseSpec{{
 				name:    "4 KiB, one acked publish at a time",
 				metrics: latencyMetrics("acked_publish"),
-				felix: func(ctx context.Context, e *env) (figures, error) {
+				felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 					n, err := e.felix(ctx, "always", durableEnv("always")...)
 					if err != nil {
 						return nil, err
 					}
-					f, err := e.felixBench(ctx, n, d, "durable", "--mode", "one-at-a-time", "--payload", "4096", "--duration", secs(d))
+					f, err := e.felixBench(ctx, n, d, tr, "durable", "--mode", "one-at-a-time", "--payload", "4096", "--duration", secs(d))
 					e.checkOnDisk("durable-latency", n)
 					return f, err
 				},
@@ -145,12 +154,12 @@ func allWorkloads() []workload {
 				return []caseSpec{{
 					name:    "N=100",
 					metrics: []metric{{"max rate", "msgs/s", false, "max_rate", "max_rate"}},
-					felix: func(ctx context.Context, e *env) (figures, error) {
+					felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 						n, err := e.felix(ctx, "main")
 						if err != nil {
 							return nil, err
 						}
-						return e.felixBench(ctx, n, 14*(step+3*time.Second), "fanout", "--max", "--subscribers", "100", "--rate", "100",
+						return e.felixBench(ctx, n, 14*(step+3*time.Second), tr, "fanout", "--max", "--subscribers", "100", "--rate", "100",
 							"--payload", "256", "--policy", "block", "--duration", secs(step), "--max-steps", "12")
 					},
 					peer: func(ctx context.Context, e *env) (figures, error) {
@@ -169,13 +178,13 @@ func allWorkloads() []workload {
 				return []caseSpec{{
 					name:    count + " idle subscriptions",
 					metrics: []metric{{"RSS per subscription", "bytes", true, "broker_rss_per_subscription", "rss_per_sub_bytes"}},
-					felix: func(ctx context.Context, e *env) (figures, error) {
+					felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 						defer e.stop("submem")
 						n, err := e.felix(ctx, "submem")
 						if err != nil {
 							return nil, err
 						}
-						f, err := e.felixBench(ctx, n, time.Minute, "subs-idle", "--count", count, "--connections", "100",
+						f, err := e.felixBench(ctx, n, time.Minute, tr, "subs-idle", "--count", count, "--connections", "100",
 							"--settle", "2s", "--broker-pid", strconv.Itoa(n.proc.pid()))
 						if err == nil && f["opened"] < float64(o.subs) {
 							err = fmt.Errorf("opened %v of %d subscriptions", f["opened"], o.subs)
@@ -200,7 +209,7 @@ func allWorkloads() []workload {
 					name: "3 members each; " + c + " callers",
 					metrics: append([]metric{{"creates", "creates/s", false, "creates_per_s", "creates_per_s"}},
 						latencyMetrics("create")[:2]...),
-					felix: func(ctx context.Context, e *env) (figures, error) {
+					felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 						g, err := e.felixGroup(ctx, "meta")
 						if err != nil {
 							return nil, err
@@ -210,8 +219,9 @@ func allWorkloads() []workload {
 							return nil, err
 						}
 						args := append([]string{"meta", "--duration", secs(d), "--concurrency", c}, target...)
-						return e.felixBench(ctx, nil, d+time.Minute, args...)
+						return e.felixBench(ctx, nil, d+time.Minute, "", args...)
 					},
+					noTCP: "REST to the control plane",
 					peer: func(ctx context.Context, e *env) (figures, error) {
 						ec, err := e.etcd(ctx, "meta")
 						if err != nil {
@@ -227,9 +237,10 @@ func allWorkloads() []workload {
 				return []caseSpec{{
 					name:    "one stream",
 					metrics: []metric{{"received", "MB/s", false, "received_mb_per_s", ""}},
-					felix: func(ctx context.Context, e *env) (figures, error) {
-						return e.felixBench(ctx, nil, d, "quic-raw", "--duration", secs(d))
+					felix: func(ctx context.Context, e *env, tr string) (figures, error) {
+						return e.felixBench(ctx, nil, d, "", "quic-raw", "--duration", secs(d))
 					},
+					noTCP: "QUIC alone",
 				}}
 			}},
 		{name: "watch-fanout", peer: "etcd watch, 3 members", note: watchFanoutNote,
@@ -246,12 +257,12 @@ func durableAcked(o *options, fsync, name string, syncAlways bool) caseSpec {
 		name: name,
 		metrics: []metric{{"acked", "MB/s", false, "published_mb_per_s", "acked_mb_per_s"},
 			{"acked", "msgs/s", false, "published_msgs_per_s", "acked_msgs_per_s"}},
-		felix: func(ctx context.Context, e *env) (figures, error) {
+		felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 			n, err := e.felix(ctx, fsync, durableEnv(fsync)...)
 			if err != nil {
 				return nil, err
 			}
-			f, err := e.felixBench(ctx, n, d, "durable", "--mode", "acked", "--inflight", "256", "--payload", "4096",
+			f, err := e.felixBench(ctx, n, d, tr, "durable", "--mode", "acked", "--inflight", "256", "--payload", "4096",
 				"--policy", "block", "--duration", secs(d))
 			e.checkOnDisk("durable-acked", n)
 			return f, err
@@ -286,21 +297,23 @@ func fanoutCase(o *options, subs int) caseSpec {
 	return caseSpec{
 		name: fmt.Sprintf("N=%d at %d msgs/s", subs, rate),
 		metrics: append([]metric{{"deliveries", "deliveries/s", false, "deliveries_per_s", "deliveries_per_s"},
-			{"lost", "deliveries", true, "lost", "lost"}}, latencyMetrics("publish_to_delivery")...),
-		felix: func(ctx context.Context, e *env) (figures, error) {
+			{"lost", "deliveries", true, "lost", "lost"}}, append(latencyMetrics("publish_to_delivery"), cpuMetric)...),
+		felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 			n, err := e.felix(ctx, "main")
 			if err != nil {
 				return nil, err
 			}
-			return e.felixBench(ctx, n, d+time.Duration(subs)*20*time.Millisecond, "fanout", "--subscribers", strconv.Itoa(subs),
-				"--rate", strconv.Itoa(rate), "--payload", "256", "--policy", "block", "--duration", secs(d))
+			return withServerCPU(n.proc.pid(), func() (figures, error) {
+				return e.felixBench(ctx, n, d+time.Duration(subs)*20*time.Millisecond, tr, "fanout", "--subscribers", strconv.Itoa(subs),
+					"--rate", strconv.Itoa(rate), "--payload", "256", "--policy", "block", "--duration", secs(d))
+			})
 		},
 		peer: func(ctx context.Context, e *env) (figures, error) {
 			n, err := e.nats(ctx, "core", natsConfig{})
 			if err != nil {
 				return nil, err
 			}
-			return natsFanoutRun(ctx, n, subs, rate, 256, d)
+			return withServerCPU(n.proc.pid(), func() (figures, error) { return natsFanoutRun(ctx, n, subs, rate, 256, d) })
 		},
 	}
 }
@@ -344,12 +357,12 @@ func watchFanoutCases(o *options, peer watchPeer) []caseSpec {
 			metrics: []metric{{"all seen p50", "ms", true, "all_seen_p50", "all_seen_p50_ms"},
 				{"all seen p99", "ms", true, "all_seen_p99", "all_seen_p99_ms"},
 				{"skipped", "updates", true, "skipped", "skipped"}},
-			felix: func(ctx context.Context, e *env) (figures, error) {
+			felix: func(ctx context.Context, e *env, tr string) (figures, error) {
 				n, err := e.felix(ctx, "main")
 				if err != nil {
 					return nil, err
 				}
-				return e.felixBench(ctx, n, d+time.Duration(w)*5*time.Millisecond, "watch-fanout",
+				return e.felixBench(ctx, n, d+time.Duration(w)*5*time.Millisecond, tr, "watch-fanout",
 					"--watchers", strconv.Itoa(w), "--connections", strconv.Itoa(watchConnections),
 					"--rate", strconv.Itoa(watchRate), "--duration", secs(d))
 			},

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -21,7 +20,7 @@ func (fb *fakeBroker) newVersionLocked() uint64 {
 // instead of answering (the answer is lost); key "forward-lost" is
 // refused outcome_unknown, as an entry broker refuses a forward whose
 // owner did not answer.
-func (fb *fakeBroker) condOp(s *quic.Stream, msg wire.Message) bool {
+func (fb *fakeBroker) condOp(s transport.Stream, msg wire.Message) bool {
 	fb.mu.Lock()
 	fb.condOps++
 	var key string

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -20,7 +19,7 @@ import (
 // which order answers go out, or how the stream dies.
 type cacheFake struct {
 	t      testing.TB
-	ln     *quic.Listener
+	ln     transport.Listener
 	pool   *x509.CertPool
 	handle func(ps *cacheFakeStream)
 
@@ -30,7 +29,7 @@ type cacheFake struct {
 	streams atomic.Int32 // streams authenticated so far
 
 	mu    sync.Mutex
-	conns []*quic.Conn
+	conns []transport.Conn
 	store map[string][]byte
 }
 
@@ -38,8 +37,8 @@ type cacheFake struct {
 type cacheFakeStream struct {
 	fake  *cacheFake
 	n     int // 1 for the first stream the fake authenticated
-	conn  *quic.Conn
-	s     *quic.Stream
+	conn  transport.Conn
+	s     transport.Stream
 	reqC  chan wire.Message // requests; closed when the client's side ends
 	ctx   context.Context
 	wrErr error
@@ -49,7 +48,7 @@ func newCacheFake(t testing.TB, handle func(ps *cacheFakeStream)) *cacheFake {
 	t.Helper()
 	cert, pool := selfSigned(t)
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
-	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	ln, err := listenTest(tlsConf, transport.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +114,7 @@ func (f *cacheFake) acceptLoop() {
 	}
 }
 
-func (f *cacheFake) serveConn(conn *quic.Conn) {
+func (f *cacheFake) serveConn(conn transport.Conn) {
 	for {
 		s, err := conn.AcceptStream(f.ctx)
 		if err != nil {
@@ -125,7 +124,7 @@ func (f *cacheFake) serveConn(conn *quic.Conn) {
 	}
 }
 
-func (f *cacheFake) serveStream(conn *quic.Conn, s *quic.Stream) {
+func (f *cacheFake) serveStream(conn transport.Conn, s transport.Stream) {
 	defer s.CancelRead(0)
 	fr := wire.NewFrameReader(s, 0)
 	fm, err := fr.Next()

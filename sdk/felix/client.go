@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -30,7 +29,7 @@ const (
 // All methods are safe for concurrent use.
 type Client struct {
 	cfg  Config
-	conn *quic.Conn
+	conn transport.Conn
 
 	// tokens authenticates every stream this client opens. parent is the
 	// gateway Client a Handle's client shares the connection of; nil for
@@ -76,9 +75,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	start := time.Now()
-	conn, err := quic.DialAddr(dialCtx, cfg.Addr, tlsConf, quicConfig(cfg))
+	conn, err := dial(dialCtx, cfg, tlsConf)
 	if err != nil {
-		return nil, dialError(cfg.Addr, start, err)
+		return nil, dialError(cfg.Addr, cfg.Transport, start, err)
 	}
 	c := newClient(cfg, conn)
 	first, err := c.openStream(ctx)
@@ -91,21 +90,21 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-func quicConfig(cfg Config) *quic.Config {
-	return &quic.Config{
-		HandshakeIdleTimeout:           cfg.DialTimeout,
-		KeepAlivePeriod:                cfg.KeepAlive,
-		MaxIdleTimeout:                 cfg.MaxIdleTimeout,
-		InitialStreamReceiveWindow:     1 << 20,
-		MaxStreamReceiveWindow:         16 << 20,
-		InitialConnectionReceiveWindow: 4 << 20,
-		MaxConnectionReceiveWindow:     64 << 20,
-		MaxIncomingStreams:             -1, // the broker opens only unidirectional streams
-		MaxIncomingUniStreams:          10000,
+func transportConfig(cfg Config) transport.Config {
+	return transport.Config{
+		HandshakeTimeout:           cfg.DialTimeout,
+		KeepAlive:                  cfg.KeepAlive,
+		MaxIdleTimeout:             cfg.MaxIdleTimeout,
+		InitialStreamReceiveWindow: 1 << 20,
+		MaxStreamReceiveWindow:     16 << 20,
+		InitialConnReceiveWindow:   4 << 20,
+		MaxConnReceiveWindow:       64 << 20,
+		MaxIncomingStreams:         -1, // the broker opens only unidirectional streams
+		MaxIncomingUniStreams:      10000,
 	}
 }
 
-func newClient(cfg Config, conn *quic.Conn) *Client {
+func newClient(cfg Config, conn transport.Conn) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{cfg: cfg, conn: conn, tokens: StaticToken(cfg.Token), ctx: ctx, cancel: cancel,
 		closedC: make(chan struct{}), children: map[*Client]struct{}{}, subs: map[aborter]struct{}{}}
@@ -169,7 +168,7 @@ func (c *Client) shutdown(reason error) {
 		close(c.closedC)
 		c.cancel()
 		if c.parent == nil {
-			_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CloseNoError), "client closed")
+			_ = c.conn.CloseWithError(transport.ApplicationErrorCode(wire.CloseNoError), "client closed")
 		} else {
 			c.parent.forgetChild(c)
 		}
@@ -219,16 +218,12 @@ func (c *Client) failure(err error) error {
 	return err
 }
 
+// isConnLevel reports whether err ended the whole connection, not one
+// stream.
 func isConnLevel(err error) bool {
-	var (
-		ae *quic.ApplicationError
-		ie *quic.IdleTimeoutError
-		te *quic.TransportError
-		se *quic.StatelessResetError
-		he *quic.HandshakeTimeoutError
-	)
-	return errors.As(err, &ae) || errors.As(err, &ie) || errors.As(err, &te) ||
-		errors.As(err, &se) || errors.As(err, &he)
+	var ae *transport.ApplicationError
+	return errors.As(err, &ae) || errors.Is(err, transport.ErrIdleTimeout) ||
+		errors.Is(err, transport.ErrConnectionLost) || errors.Is(err, transport.ErrHandshakeTimeout)
 }
 
 // checkUsable fails fast, before sending anything, on a closed client or a
@@ -245,15 +240,15 @@ func (c *Client) checkUsable() error {
 
 // ctrlStream is an authenticated bidirectional stream.
 type ctrlStream struct {
-	s  *quic.Stream
+	s  transport.Stream
 	fr *wire.FrameReader
 	ok *wire.AuthOK
 }
 
 // abort cancels both halves; used when a stream is abandoned.
 func (cs *ctrlStream) abort() {
-	cs.s.CancelRead(quic.StreamErrorCode(wire.CloseNoError))
-	cs.s.CancelWrite(quic.StreamErrorCode(wire.CloseNoError))
+	cs.s.CancelRead(transport.StreamErrorCode(wire.CloseNoError))
+	cs.s.CancelWrite(transport.StreamErrorCode(wire.CloseNoError))
 }
 
 // openStream opens a bidirectional stream and runs the auth round trip.

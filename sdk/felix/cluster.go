@@ -133,6 +133,9 @@ func ConnectCluster(ctx context.Context, seeds []string, cfg Config) (*ClusterCl
 }
 
 func newClusterClient(seeds []string, cfg Config, id *identity) *ClusterClient {
+	if cfg.auto == nil { // one "auto" choice for every broker's connection
+		cfg.auto = &autoChoice{}
+	}
 	cc := &ClusterClient{seeds: slices.Clone(seeds), cfg: cfg, curIdx: -1, id: id,
 		resumeBase: resumeBackoffBase, resumeMax: resumeBackoffMax, topoKick: make(chan struct{}, 1),
 		conns: map[string]*brokerConn{}, handles: map[*Client]*Client{}, brokers: map[string]string{},
@@ -347,7 +350,9 @@ func (cc *ClusterClient) connTo(ctx context.Context, addr string) (*Client, erro
 func (cc *ClusterClient) dial(addr string, bc *brokerConn) {
 	defer cc.wg.Done()
 	cfg := cc.cfg
-	cfg.Addr = addr
+	// Every broker is reached at its topology address; its TCP listener
+	// shares that port (Config.TCPAddr names one broker only).
+	cfg.Addr, cfg.TCPAddr = addr, ""
 	cc.mu.Lock()
 	if name, ok := cc.serverNames[addr]; ok && cfg.ServerName == "" {
 		cfg.ServerName = name

@@ -62,6 +62,21 @@ type Config struct {
 	MaxFrameBytes uint32
 	// DialTimeout bounds the QUIC handshake (default 5s).
 	DialTimeout time.Duration
+	// Transport is how the client reaches the broker (FELIX_TRANSPORT):
+	// "quic" (the default), "tcp" (TLS 1.3 over TCP, for networks that
+	// drop UDP) or "auto": QUIC first, and TCP as well when QUIC has not
+	// connected within AutoFallback; the first to connect wins and is
+	// remembered for the client's life.
+	Transport string
+	// TCPAddr is the broker's TCP address (FELIX_BROKER_TCP_ADDR).
+	// Default: Addr, since a broker's TCP listener shares its QUIC port
+	// unless FELIX_TCP_LISTEN says otherwise.
+	TCPAddr string
+	// AutoFallback is how long "auto" waits for QUIC before it tries TCP
+	// too (default 1s).
+	AutoFallback time.Duration
+
+	auto *autoChoice // shared by the copies of one client's Config
 
 	envErr error // problems found by ConfigFromEnv, reported by Connect
 }
@@ -72,6 +87,8 @@ func ConfigFromEnv() Config {
 	var c Config
 	var errs []error
 	c.Addr = os.Getenv("FELIX_BROKER_ADDR")
+	c.TCPAddr = os.Getenv("FELIX_BROKER_TCP_ADDR")
+	c.Transport = os.Getenv("FELIX_TRANSPORT")
 	c.Tenant = os.Getenv("FELIX_TENANT")
 	c.Token = os.Getenv("FELIX_TOKEN")
 	c.CAFile = os.Getenv("FELIX_CA_FILE")
@@ -121,6 +138,15 @@ func (c Config) withDefaults() Config {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
+	if c.Transport == "" {
+		c.Transport = defaultTransport
+	}
+	if c.AutoFallback == 0 {
+		c.AutoFallback = DefaultAutoFallback
+	}
+	if c.auto == nil {
+		c.auto = &autoChoice{}
+	}
 	return c
 }
 
@@ -148,8 +174,13 @@ func (c Config) validate() error {
 	if c.CacheStreams < 1 || c.CacheStreams > maxStreamsPerPool {
 		bad("CacheStreams %d: want 1..%d", c.CacheStreams, maxStreamsPerPool)
 	}
-	if c.KeepAlive < 0 || c.MaxIdleTimeout < 0 || c.DialTimeout < 0 {
-		bad("KeepAlive, MaxIdleTimeout and DialTimeout must not be negative")
+	if c.KeepAlive < 0 || c.MaxIdleTimeout < 0 || c.DialTimeout < 0 || c.AutoFallback < 0 {
+		bad("KeepAlive, MaxIdleTimeout, DialTimeout and AutoFallback must not be negative")
+	}
+	switch c.Transport {
+	case TransportQUIC, TransportTCP, TransportAuto:
+	default:
+		bad("Transport %q (FELIX_TRANSPORT): want %q, %q or %q", c.Transport, TransportQUIC, TransportTCP, TransportAuto)
 	}
 	if c.MaxFrameBytes < 1024 {
 		bad("MaxFrameBytes %d: want at least 1024", c.MaxFrameBytes)

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -14,7 +13,7 @@ import (
 // An add to key "lose" drops every connection instead of answering (the
 // answer is lost); one to "forward-lost" is refused outcome_unknown, as
 // an entry broker refuses a forward whose owner did not answer.
-func (fb *fakeBroker) counterOp(s *quic.Stream, msg wire.Message) bool {
+func (fb *fakeBroker) counterOp(s transport.Stream, msg wire.Message) bool {
 	fb.mu.Lock()
 	if fb.counters == nil {
 		fb.counters = map[string]int64{}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -102,15 +104,16 @@ func invalidArg(format string, args ...any) error {
 	return notSent(fmt.Errorf("felix: "+format, args...))
 }
 
-// DialError is a QUIC dial to the broker that failed before a connection
-// was made. QUIC runs over UDP, where nothing answers "connection
-// refused": a broker that is not running, a wrong address and a firewall
-// dropping UDP all end in the same timeout, which Timeout reports. Find it
-// with errors.As.
+// DialError is a dial to the broker that failed before a connection was
+// made. QUIC runs over UDP, where nothing answers "connection refused": a
+// broker that is not running, a wrong address and a firewall dropping UDP
+// all end in the same timeout, which Timeout reports (Transport "tcp" or
+// "auto" gets through where only UDP is dropped). Find it with errors.As.
 type DialError struct {
-	Addr   string        // the address dialed
-	Waited time.Duration // how long the dial waited before giving up
-	Err    error         // what quic-go or the context reported
+	Addr      string        // the address dialed
+	Transport string        // Config.Transport: "quic", "tcp" or "auto"
+	Waited    time.Duration // how long the dial waited before giving up
+	Err       error         // what the transport or the context reported
 }
 
 // Error implements error. A timeout says that nothing answered and how
@@ -118,7 +121,10 @@ type DialError struct {
 // activity" or "context deadline exceeded".
 func (e *DialError) Error() string {
 	if e.Timeout() {
-		return fmt.Sprintf("felix: nothing answered at %s over QUIC (UDP) within %v", e.Addr, e.Waited)
+		return fmt.Sprintf("felix: nothing answered at %s over %s within %v", e.Addr, transportName(e.Transport), e.Waited)
+	}
+	if errors.Is(e.Err, syscall.ECONNREFUSED) {
+		return fmt.Sprintf("felix: nothing listens at %s over %s (connection refused)", e.Addr, transportName(e.Transport))
 	}
 	return fmt.Sprintf("felix: dial %s: %v", e.Addr, e.Err)
 }
@@ -130,14 +136,26 @@ func (e *DialError) Unwrap() error { return e.Err }
 // handshake or its context timed out), as opposed to failing at once
 // (a bad address, a refused certificate).
 func (e *DialError) Timeout() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) {
+	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, transport.ErrHandshakeTimeout) ||
+		errors.Is(e.Err, transport.ErrIdleTimeout) {
 		return true
 	}
 	var ne net.Error
 	return errors.As(e.Err, &ne) && ne.Timeout()
 }
 
-// dialError wraps a failed dial of addr that started at start.
-func dialError(addr string, start time.Time, err error) *DialError {
-	return &DialError{Addr: addr, Waited: time.Since(start).Round(100 * time.Millisecond), Err: err}
+// dialError wraps a failed dial of addr over kind that started at start.
+func dialError(addr, kind string, start time.Time, err error) *DialError {
+	return &DialError{Addr: addr, Transport: kind, Waited: time.Since(start).Round(100 * time.Millisecond), Err: err}
+}
+
+// transportName says how a dial over kind travelled, for messages.
+func transportName(kind string) string {
+	switch kind {
+	case TransportTCP:
+		return "TLS over TCP"
+	case TransportAuto:
+		return "QUIC (UDP) or TLS over TCP"
+	}
+	return "QUIC (UDP)"
 }

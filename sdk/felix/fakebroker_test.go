@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -64,7 +63,7 @@ type pubRecord struct {
 type fakeBroker struct {
 	t    testing.TB
 	opts fakeOpts
-	ln   *quic.Listener
+	ln   transport.Listener
 	pool *x509.CertPool
 
 	ctx    context.Context
@@ -73,7 +72,7 @@ type fakeBroker struct {
 
 	mu          sync.Mutex
 	changed     chan struct{} // closed and replaced on every recorded change
-	conns       []*quic.Conn
+	conns       []transport.Conn
 	published   map[string][]pubRecord // "ns/stream" -> arrival order
 	cache       map[string][]byte
 	ttls        map[string]uint64
@@ -89,7 +88,7 @@ type fakeBroker struct {
 	auths       []string                       // the token of every accepted auth, in order
 	authMsgs    []wire.Auth                    // every accepted auth as received, in order
 	revoked     map[string]bool                // tokens refused (and ended) with code revoked
-	live        map[*quic.Stream]string        // authenticated streams being served, by token
+	live        map[transport.Stream]string    // authenticated streams being served, by token
 	subs        []*fakeSub                     // every subscription, in order
 }
 
@@ -100,14 +99,14 @@ type fakeSub struct {
 	clientFlags uint16
 	token       string          // what the subscribe stream authenticated with
 	msg         *wire.Subscribe // the request as received
-	es          *quic.SendStream
+	es          transport.SendStream
 }
 
 func newFakeBroker(t testing.TB, opts fakeOpts) *fakeBroker {
 	t.Helper()
 	cert, pool := selfSigned(t)
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
-	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	ln, err := listenTest(tlsConf, transport.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +114,7 @@ func newFakeBroker(t testing.TB, opts fakeOpts) *fakeBroker {
 	fb := &fakeBroker{t: t, opts: opts, ln: ln, pool: pool, ctx: ctx, cancel: cancel,
 		changed: make(chan struct{}), published: map[string][]pubRecord{}, cache: map[string][]byte{},
 		ttls: map[string]uint64{}, versions: map[string]uint64{}, subC: make(chan *fakeSub, 64), revoked: map[string]bool{},
-		live: map[*quic.Stream]string{}}
+		live: map[transport.Stream]string{}}
 	fb.wg.Add(1)
 	go fb.acceptLoop()
 	t.Cleanup(fb.Close)
@@ -129,10 +128,12 @@ func (fb *fakeBroker) config() Config {
 	return Config{Addr: fb.Addr(), RootCAs: fb.pool, ServerName: "localhost", Tenant: "acme", Token: goodToken}
 }
 
-// Kill drops every connection with an error and stops listening.
+// Kill stops listening and drops every connection with an error. The
+// listener goes first: a client that redials at once (over TCP a dead
+// broker refuses at once) must not slip a new connection in between.
 func (fb *fakeBroker) Kill() {
-	fb.closeConns("killed")
 	_ = fb.ln.Close()
+	fb.closeConns("killed")
 }
 
 // closeConns closes every connection fb holds with an error carrying
@@ -169,7 +170,7 @@ func (fb *fakeBroker) acceptLoop() {
 	}
 }
 
-func (fb *fakeBroker) serveConn(conn *quic.Conn) {
+func (fb *fakeBroker) serveConn(conn transport.Conn) {
 	defer fb.wg.Done()
 	for {
 		s, err := conn.AcceptStream(fb.ctx)
@@ -242,7 +243,7 @@ func writeMsg(w interface{ Write([]byte) (int, error) }, m wire.Message) error {
 	return err
 }
 
-func (fb *fakeBroker) serveStream(conn *quic.Conn, s *quic.Stream) {
+func (fb *fakeBroker) serveStream(conn transport.Conn, s transport.Stream) {
 	defer s.CancelRead(0)
 	fr := wire.NewFrameReader(s, 0)
 	flags, ok := fb.auth(s, fr)
@@ -277,7 +278,7 @@ func (fb *fakeBroker) serveStream(conn *quic.Conn, s *quic.Stream) {
 }
 
 // auth runs the auth round trip; false means the stream was refused.
-func (fb *fakeBroker) auth(s *quic.Stream, fr *wire.FrameReader) (uint16, bool) {
+func (fb *fakeBroker) auth(s transport.Stream, fr *wire.FrameReader) (uint16, bool) {
 	f, err := fr.Next()
 	if err != nil {
 		return 0, false
@@ -308,7 +309,7 @@ func (fb *fakeBroker) auth(s *quic.Stream, fr *wire.FrameReader) (uint16, bool) 
 	return a.ClientFlags, true
 }
 
-func (fb *fakeBroker) binaryPublish(s *quic.Stream, f wire.Frame) bool {
+func (fb *fakeBroker) binaryPublish(s transport.Stream, f wire.Frame) bool {
 	p, err := wire.ParseBinaryPublish(f.Flags, f.Payload)
 	if err != nil {
 		return false
@@ -345,7 +346,7 @@ func (fb *fakeBroker) record(ns, stream string, payloads [][]byte, binary bool, 
 // stream) and "refuse-end" (ending the stream after the refusal).
 // An ack carries the batch's offset when the fake advertises
 // FLAG_BINARY_PUBLISH_ACK_OFFSET.
-func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id, base uint64) bool {
+func (fb *fakeBroker) answerPublish(s transport.Stream, stream string, id, base uint64) bool {
 	if stream == "hold" && fb.opts.hold != nil {
 		select {
 		case <-fb.opts.hold:
@@ -370,7 +371,7 @@ func (fb *fakeBroker) answerPublish(s *quic.Stream, stream string, id, base uint
 }
 
 // handle answers one JSON request; false ends the stream.
-func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16, msg wire.Message) bool {
+func (fb *fakeBroker) handle(conn transport.Conn, s transport.Stream, clientFlags uint16, msg wire.Message) bool {
 	if handled, keep := fb.clusterHandle(s, msg); handled {
 		return keep
 	}
@@ -409,7 +410,7 @@ func (fb *fakeBroker) handle(conn *quic.Conn, s *quic.Stream, clientFlags uint16
 	return true
 }
 
-func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uint16, m *wire.Subscribe) {
+func (fb *fakeBroker) subscribe(conn transport.Conn, s transport.Stream, clientFlags uint16, m *wire.Subscribe) {
 	if m.Namespace == "missing" {
 		_ = writeMsg(s, wire.NewError(wire.CodeNotFound, "no such stream").ErrorMessage(true))
 		_ = s.Close()
@@ -469,7 +470,7 @@ func (fb *fakeBroker) subscribe(conn *quic.Conn, s *quic.Stream, clientFlags uin
 func (fb *fakeBroker) revoke(token string) {
 	fb.mu.Lock()
 	fb.revoked[token] = true
-	var streams []*quic.Stream
+	var streams []transport.Stream
 	for s, tok := range fb.live {
 		if tok == token {
 			streams = append(streams, s)
@@ -530,7 +531,7 @@ func (s *fakeSub) sendJSON(t testing.TB, base uint64, payloads ...[]byte) {
 	}
 }
 
-func (fb *fakeBroker) cacheOp(s *quic.Stream, msg wire.Message) bool {
+func (fb *fakeBroker) cacheOp(s transport.Stream, msg wire.Message) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	switch m := msg.(type) {

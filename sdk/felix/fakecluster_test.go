@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -194,7 +193,7 @@ func (s *fakeSub) moved(t testing.TB, cl *fakeCluster, i int, resumeFrom *uint64
 
 // clusterHandle answers what the fake cluster decides for msg on fb:
 // handled is false when the ordinary fake handles it.
-func (fb *fakeBroker) clusterHandle(s *quic.Stream, msg wire.Message) (handled, keep bool) {
+func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handled, keep bool) {
 	cl := fb.opts.cluster
 	if cl == nil {
 		return false, true

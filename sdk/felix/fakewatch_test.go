@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -23,10 +22,10 @@ const (
 type fakeWatch struct {
 	id  uint64
 	msg *wire.CacheWatch
-	es  *quic.SendStream
+	es  transport.SendStream
 }
 
-func (fb *fakeBroker) cacheWatch(conn *quic.Conn, s *quic.Stream, m *wire.CacheWatch) bool {
+func (fb *fakeBroker) cacheWatch(conn transport.Conn, s transport.Stream, m *wire.CacheWatch) bool {
 	if m.Cache == "missing" {
 		id := m.RequestID
 		em := wire.NewError(wire.CodeNotFound, "no such cache").ErrorMessage(true)

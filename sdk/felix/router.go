@@ -2,12 +2,10 @@ package felix
 
 import (
 	"errors"
+	"sync"
 	"time"
 
-	"sync"
-
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -19,13 +17,13 @@ const (
 
 // eventStream is a broker-opened stream whose hello has been read.
 type eventStream struct {
-	rs *quic.ReceiveStream
+	rs transport.ReceiveStream
 	fr *wire.FrameReader
 }
 
 // stop stops reading the stream (STOP_SENDING) with code, so the broker
 // lets it go.
-func (es eventStream) stop(code wire.CloseCode) { es.rs.CancelRead(quic.StreamErrorCode(code)) }
+func (es eventStream) stop(code wire.CloseCode) { es.rs.CancelRead(transport.StreamErrorCode(code)) }
 
 // router joins broker-opened event streams to subscriptions by id. The
 // broker may open the stream before or after the client reads subscribed,
@@ -66,23 +64,23 @@ func (r *router) run() {
 		// stream cannot hold up the ones accepted after it. The broker's
 		// stream limit bounds how many there are.
 		if !r.c.spawn(func() { r.accept(rs) }) { // the client is closing
-			rs.CancelRead(quic.StreamErrorCode(wire.CloseNoError))
+			rs.CancelRead(transport.StreamErrorCode(wire.CloseNoError))
 			return
 		}
 	}
 }
 
 // accept reads an event stream's hello and offers it to its subscription.
-func (r *router) accept(rs *quic.ReceiveStream) {
+func (r *router) accept(rs transport.ReceiveStream) {
 	id, fr, err := r.readHello(rs)
 	if err != nil {
-		rs.CancelRead(quic.StreamErrorCode(wire.CloseBadStream))
+		rs.CancelRead(transport.StreamErrorCode(wire.CloseBadStream))
 		return
 	}
 	r.offer(id, eventStream{rs: rs, fr: fr})
 }
 
-func (r *router) readHello(rs *quic.ReceiveStream) (uint64, *wire.FrameReader, error) {
+func (r *router) readHello(rs transport.ReceiveStream) (uint64, *wire.FrameReader, error) {
 	_ = rs.SetReadDeadline(time.Now().Add(helloTimeout))
 	defer func() { _ = rs.SetReadDeadline(time.Time{}) }()
 	fr := wire.NewFrameReader(rs, r.c.cfg.MaxFrameBytes)

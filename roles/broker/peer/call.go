@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quic-go/quic-go"
+	"github.com/felixmq/felix/transport"
 )
 
 // Calls (see callframe.go for the framing). A caller sends its request
@@ -44,7 +44,7 @@ var ErrUnanswered = errors.New("peer: call sent but not answered")
 
 // streamCancelled is the QUIC stream error code a call stream is
 // cancelled with when it breaks (see above).
-const streamCancelled quic.StreamErrorCode = 1
+const streamCancelled transport.StreamErrorCode = 1
 
 // maxCallStreams bounds the call streams one end of a link opens.
 const maxCallStreams = 4

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
+	"github.com/felixmq/felix/transport/dual"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -292,7 +292,7 @@ func TestACallCannotSkipTheHandshake(t *testing.T) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN}, Certificates: []tls.Certificate{cr.Cert},
 		InsecureSkipVerify: true}
 	ctx := testCtx(t)
-	qc, err := quic.DialAddr(ctx, b.Addr().String(), tc, nil)
+	qc, err := dual.Dial(ctx, transport.QUIC, b.Addr().String(), tc, transport.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,33 +549,53 @@ func TestABrokenStreamEndsItsCallsUnanswered(t *testing.T) {
 }
 
 // BenchmarkCallRoundTrip measures one call at a time with a small header
-// and a 256-byte body (call), against the floor quic-go sets on the same
-// TLS settings: an echo of as many bytes on one long-lived stream
-// (quic/stream), and on a new stream per exchange (quic/stream-per-call),
-// the design calls had before they shared streams.
+// and a 256-byte body, over each transport (call/quic, call/tcp), against
+// the floor each transport sets on the same TLS settings: an echo of as
+// many bytes on one long-lived stream (quic/stream, tcp/stream), and on a
+// new stream per exchange (…/stream-per-call), the design calls had
+// before they shared streams.
 func BenchmarkCallRoundTrip(b *testing.B) {
 	ca := newTestCA(b)
-	na := startCallNode(b, ca, "broker-a", nil, nil)
 	nb := startCallNode(b, ca, "broker-b", newEcho(), nil)
 	ctx := testCtx(b)
 	hdr := json.RawMessage(`{"token":"t","stream":"s","shard":1}`)
 	req := Request{Type: "echo", Header: hdr, Body: make([]byte, 256)}
-	if _, err := na.Call(ctx, target(nb), req); err != nil {
-		b.Fatal(err)
-	}
-	b.Run("call", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := na.Call(ctx, target(nb), req); err != nil {
-				b.Fatal(err)
-			}
+	var na *node
+	for _, kind := range []transport.Kind{transport.QUIC, transport.TCP} {
+		na = startCallNode(b, ca, "broker-a", nil, func(c *Config) { c.Transport = kind })
+		if _, err := na.Call(ctx, target(nb), req); err != nil {
+			b.Fatal(err)
 		}
-	})
+		b.Run("call/"+string(kind), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := na.Call(ctx, target(nb), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 
-	ln, err := quic.ListenAddr("127.0.0.1:0", nb.serverTLS(), nb.quicConfig())
+	lns, err := listen("127.0.0.1:0", nb.serverTLS(), nb.transportConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
+	defer closeListeners(lns)
+	for i, kind := range []transport.Kind{transport.QUIC, transport.TCP} {
+		benchEcho(b, ctx, kind, lns[i], na.Endpoint)
+	}
+}
+
+// closeListeners closes every listener of lns.
+func closeListeners(lns []transport.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+}
+
+// benchEcho measures echoes of a call's size over kind through ln: on one
+// long-lived stream (kind/stream) and on a new stream per exchange
+// (kind/stream-per-call).
+func benchEcho(b *testing.B, ctx context.Context, kind transport.Kind, ln transport.Listener, na *Endpoint) {
 	go func() {
 		qc, err := ln.Accept(ctx)
 		if err != nil {
@@ -601,13 +621,13 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 		}
 	}()
 	var refusal lockedErr
-	qc, err := quic.DialAddr(ctx, ln.Addr().String(), na.clientTLS("broker-b", &refusal), na.quicConfig())
+	qc, err := dual.Dial(ctx, kind, ln.Addr().String(), na.clientTLS("broker-b", &refusal), na.transportConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer qc.CloseWithError(0, "")
 	buf := make([]byte, 300)
-	exchange := func(st *quic.Stream) {
+	exchange := func(st transport.Stream) {
 		if _, err := st.Write(buf); err != nil {
 			b.Fatal(err)
 		}
@@ -615,7 +635,7 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Run("quic/stream", func(b *testing.B) {
+	b.Run(string(kind)+"/stream", func(b *testing.B) {
 		st, err := qc.OpenStreamSync(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -625,7 +645,7 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 			exchange(st)
 		}
 	})
-	b.Run("quic/stream-per-call", func(b *testing.B) {
+	b.Run(string(kind)+"/stream-per-call", func(b *testing.B) {
 		for b.Loop() {
 			st, err := qc.OpenStreamSync(ctx)
 			if err != nil {

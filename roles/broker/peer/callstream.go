@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -18,7 +17,7 @@ import (
 // answering end's, which reads requests and cancels and writes replies.
 type callStream struct {
 	l  *Link
-	st *quic.Stream
+	st transport.Stream
 	// ctx ends when the stream broke or the link ended; its cause is why.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -39,7 +38,7 @@ type callStream struct {
 	nextID   uint64                        // guarded by mu
 }
 
-func newCallStream(l *Link, st *quic.Stream) *callStream {
+func newCallStream(l *Link, st transport.Stream) *callStream {
 	cs := &callStream{l: l, st: st, waiting: map[uint64]chan Reply{}, handling: map[uint64]context.CancelFunc{}}
 	cs.ctx, cs.cancel = context.WithCancelCause(l.ctx)
 	return cs

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/felixmq/felix/roles/broker/tlsconf"
+	"github.com/felixmq/felix/transport"
 )
 
 // Config is what an Endpoint needs. Zero durations and counts take the
@@ -67,6 +68,12 @@ type Config struct {
 	// idle timeout of a link (defaults 2s and 6s, as client connections).
 	KeepAlive      time.Duration
 	MaxIdleTimeout time.Duration
+	// Transport is what this end dials links over (FELIX_PEER_TRANSPORT):
+	// transport.TCP (the default: a link carries request/response calls
+	// and bulk bytes, where TLS over TCP costs less CPU per byte and per
+	// round trip than quic-go) or transport.QUIC. An endpoint accepts
+	// both, whatever it dials.
+	Transport transport.Kind
 
 	// version is the protocol version this end claims; 0 is
 	// ProtocolVersion. Tests set it to check the refusal.
@@ -107,6 +114,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.version == 0 {
 		c.version = ProtocolVersion
+	}
+	if c.Transport == "" {
+		c.Transport = transport.TCP
 	}
 	return c
 }

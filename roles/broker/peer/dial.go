@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/roles/broker/tlsconf"
 )
 
@@ -64,7 +62,7 @@ func (e *Endpoint) DialTarget(ctx context.Context, t Target) (*Link, error) {
 	}
 }
 
-// dialOnce makes one attempt: QUIC and TLS, then the handshake.
+// dialOnce makes one attempt: the transport and TLS, then the handshake.
 func (e *Endpoint) dialOnce(ctx context.Context, t Target) (*Link, error) {
 	if err := e.reserve(); err != nil {
 		return nil, err
@@ -85,7 +83,7 @@ func (e *Endpoint) connect(ctx context.Context, t Target) (*Link, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	var refusal lockedErr
-	qc, err := quic.DialAddr(ctx, t.Addr, e.clientTLS(t.NodeID, &refusal), e.quicConfig())
+	qc, err := e.dial(ctx, t.Addr, e.clientTLS(t.NodeID, &refusal), e.transportConfig())
 	if err != nil {
 		if r := refusal.get(); r != nil {
 			return nil, errRefusedByUs(t.NodeID, t.Addr, r)

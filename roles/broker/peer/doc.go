@@ -44,6 +44,8 @@
 //     Dial runs on its caller's goroutine and retries with a doubling
 //     back-off, except after a refusal.
 //
-// This package imports quic-go (it is one of deps_test.go's quicOwners)
-// and, of Felix, only wire, roles/broker/tlsconf and internal/gogroup.
+// This package reaches the network through the transport interface
+// (transport.Conn and its streams; transport/quictr listens and dials,
+// transport.go here is the one place that names it) and imports, of
+// Felix, only wire, transport, roles/broker/tlsconf and internal/gogroup.
 package peer

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/quic-go/quic-go"
+	"github.com/felixmq/felix/transport"
 )
 
 // Endpoint is one node's end of its peer links: the listener that
@@ -19,7 +19,9 @@ import (
 type Endpoint struct {
 	cfg Config // with defaults; never changes
 	log *slog.Logger
-	ln  *quic.Listener // set by Listen; never changes
+	// lns are the listeners, QUIC first then TCP on the same port
+	// number; set by Listen, never changed.
+	lns []transport.Listener
 
 	// ctx ends when Close starts: it cancels handshakes and dials.
 	ctx    context.Context
@@ -41,30 +43,33 @@ type Endpoint struct {
 	closed bool // guarded by mu; set by Close
 }
 
-// Listen starts an endpoint whose listener binds the UDP address addr
-// (port 0 picks a free one).
+// Listen starts an endpoint that accepts links over QUIC on the UDP
+// address addr (port 0 picks a free one) and over TLS on TCP at the same
+// host and port number, so either transport reaches it at one address.
 func Listen(addr string, cfg Config) (*Endpoint, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	e := &Endpoint{cfg: cfg, log: cfg.Logger.With("peer_node_id", cfg.NodeID), links: map[*Link]struct{}{}, dialed: map[string]*dialSlot{}}
-	ln, err := quic.ListenAddr(addr, e.serverTLS(), e.quicConfig())
+	lns, err := listen(addr, e.serverTLS(), e.transportConfig())
 	if err != nil {
-		return nil, fmt.Errorf("peer: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("peer: %w", err)
 	}
-	e.ln = ln
+	e.lns = lns
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.wg.Add(1)
-	go e.acceptLoop()
+	for _, ln := range lns {
+		e.wg.Add(1)
+		go e.acceptLoop(ln)
+	}
 	return e, nil
 }
 
-func (e *Endpoint) quicConfig() *quic.Config {
-	return &quic.Config{
-		HandshakeIdleTimeout: e.cfg.HandshakeTimeout,
-		KeepAlivePeriod:      e.cfg.KeepAlive,
-		MaxIdleTimeout:       e.cfg.MaxIdleTimeout,
+func (e *Endpoint) transportConfig() transport.Config {
+	return transport.Config{
+		HandshakeTimeout: e.cfg.HandshakeTimeout,
+		KeepAlive:        e.cfg.KeepAlive,
+		MaxIdleTimeout:   e.cfg.MaxIdleTimeout,
 		// The handshake stream and the other end's call streams
 		// (callstream.go), with room for those that replace broken ones.
 		MaxIncomingStreams:    1 + 4*maxCallStreams,
@@ -72,8 +77,11 @@ func (e *Endpoint) quicConfig() *quic.Config {
 	}
 }
 
-// Addr is the listener's address.
-func (e *Endpoint) Addr() net.Addr { return e.ln.Addr() }
+// Addr is the QUIC listener's address; the TCP one has the same port.
+func (e *Endpoint) Addr() net.Addr { return e.lns[0].Addr() }
+
+// Transport is what the endpoint dials links over.
+func (e *Endpoint) Transport() transport.Kind { return e.cfg.Transport }
 
 // NodeID is this node's id.
 func (e *Endpoint) NodeID() string { return e.cfg.NodeID }
@@ -115,13 +123,17 @@ func (e *Endpoint) Close() error {
 		l.closeWith(CloseShutdown, "shutdown", ErrClosed)
 	}
 	e.wg.Wait()
-	return e.ln.Close()
+	var errs []error
+	for _, ln := range e.lns {
+		errs = append(errs, ln.Close())
+	}
+	return errors.Join(errs...)
 }
 
-func (e *Endpoint) acceptLoop() {
+func (e *Endpoint) acceptLoop(ln transport.Listener) {
 	defer e.wg.Done()
 	for {
-		qc, err := e.ln.Accept(e.ctx)
+		qc, err := ln.Accept(e.ctx)
 		if err != nil {
 			return
 		}

@@ -1,19 +1,21 @@
 package peer
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 
-	"github.com/quic-go/quic-go"
+	"github.com/felixmq/felix/transport"
 )
 
-// CloseCode is the QUIC application error code a peer link is closed
-// with. Peer links have their own ALPN, so these codes are their own
+// CloseCode is the application error code a peer link's connection is
+// closed with. Peer links have their own ALPN, so these codes are their own
 // namespace, apart from the client protocol's (wire.CloseCode).
 // A link refused during the TLS handshake is closed by QUIC with a
 // CRYPTO_ERROR instead (0x100 plus the TLS alert, e.g. 0x12a
-// bad_certificate).
-type CloseCode = quic.ApplicationErrorCode
+// bad_certificate), which the dialer sees as transport.ErrConnectionLost
+// carrying the tls.AlertError.
+type CloseCode = transport.ApplicationErrorCode
 
 // Close codes of a peer link.
 const (
@@ -94,19 +96,21 @@ var closeErrors = map[CloseCode]error{
 	CloseProtocolError:   ErrBadHandshake,
 }
 
-// remoteError names the error a QUIC close from the other end carries.
+// remoteError names the error a connection close from the other end
+// carries.
 func remoteError(err error) error {
-	var ae *quic.ApplicationError
+	var ae *transport.ApplicationError
 	if errors.As(err, &ae) && ae.Remote {
-		if named, ok := closeErrors[ae.ErrorCode]; ok {
-			return fmt.Errorf("%w: the other node closed the link (%s): %s", named, closeName(ae.ErrorCode), ae.ErrorMessage)
+		if named, ok := closeErrors[ae.Code]; ok {
+			return fmt.Errorf("%w: the other node closed the link (%s): %s", named, closeName(ae.Code), ae.Message)
 		}
-		if ae.ErrorCode == CloseNormal {
-			return fmt.Errorf("%w: the other node closed the link: %s", ErrClosed, ae.ErrorMessage)
+		if ae.Code == CloseNormal {
+			return fmt.Errorf("%w: the other node closed the link: %s", ErrClosed, ae.Message)
 		}
 	}
-	var te *quic.TransportError
-	if errors.As(err, &te) && te.Remote && te.ErrorCode.IsCryptoError() {
+	// A TLS alert from the other end: it refused this node's certificate.
+	var alert tls.AlertError
+	if errors.Is(err, transport.ErrConnectionLost) && errors.As(err, &alert) {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return err

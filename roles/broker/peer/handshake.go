@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/roles/broker/tlsconf"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -27,7 +26,7 @@ import (
 
 // accept runs the listener's side of the handshake on an accepted
 // connection holding a reserved slot, and starts the link.
-func (e *Endpoint) accept(qc *quic.Conn) {
+func (e *Endpoint) accept(qc transport.Conn) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	l, code, err := e.welcome(ctx, qc)
@@ -46,7 +45,7 @@ func (e *Endpoint) accept(qc *quic.Conn) {
 
 // welcome reads the hello, checks it and answers; on a refusal it
 // returns the close code to send.
-func (e *Endpoint) welcome(ctx context.Context, qc *quic.Conn) (*Link, CloseCode, error) {
+func (e *Endpoint) welcome(ctx context.Context, qc transport.Conn) (*Link, CloseCode, error) {
 	st, err := qc.AcceptStream(ctx)
 	if err != nil {
 		return nil, CloseBadHandshake, fmt.Errorf("%w: no stream: %w", ErrBadHandshake, err)
@@ -60,7 +59,7 @@ func (e *Endpoint) welcome(ctx context.Context, qc *quic.Conn) (*Link, CloseCode
 	if !ok {
 		return nil, CloseBadHandshake, fmt.Errorf("%w: the first frame is %s, not %s", ErrBadHandshake, m.MessageType(), TypeHello)
 	}
-	certs := qc.ConnectionState().TLS.PeerCertificates
+	certs := qc.TLS().PeerCertificates
 	if len(certs) == 0 { // serverTLS refused it already; never
 		return nil, CloseWrongNode, tlsconf.ErrNoPeerCert
 	}
@@ -85,14 +84,16 @@ func (e *Endpoint) welcome(ctx context.Context, qc *quic.Conn) (*Link, CloseCode
 
 // hello runs the dialer's side of the handshake on a connection to
 // nodeID; wantStorage, when set, is the storage identity expected.
-func (e *Endpoint) hello(ctx context.Context, qc *quic.Conn, nodeID, wantStorage string) (*Link, error) {
+func (e *Endpoint) hello(ctx context.Context, qc transport.Conn, nodeID, wantStorage string) (*Link, error) {
+	// Over TCP the other end's refusal (a close, a TLS alert) may reach
+	// the open or the write, not only the read: each names it alike.
 	st, err := qc.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, err
+		return nil, remoteError(err)
 	}
 	h := &Hello{NodeID: e.cfg.NodeID, StorageID: e.cfg.StorageID, Version: e.cfg.version, To: nodeID}
 	if err := writeOne(st, h); err != nil {
-		return nil, err
+		return nil, remoteError(err)
 	}
 	fr := wire.NewFrameReader(st, e.cfg.MaxFrameBytes)
 	m, err := readOne(ctx, st, fr)
@@ -115,19 +116,19 @@ func (e *Endpoint) hello(ctx context.Context, qc *quic.Conn, nodeID, wantStorage
 }
 
 // closeFor closes qc with code and the text of err, and returns err.
-func closeFor(qc *quic.Conn, code CloseCode, err error) error {
+func closeFor(qc transport.Conn, code CloseCode, err error) error {
 	qc.CloseWithError(code, err.Error())
 	return err
 }
 
 // readOne reads and decodes one frame before ctx ends. A connection the
 // other end closed yields the named error its close code carries.
-func readOne(ctx context.Context, st *quic.Stream, fr *wire.FrameReader) (wire.Message, error) {
+func readOne(ctx context.Context, st transport.Stream, fr *wire.FrameReader) (wire.Message, error) {
 	if d, ok := ctx.Deadline(); ok {
 		st.SetReadDeadline(d)
 		defer st.SetReadDeadline(time.Time{})
 	}
-	stop := context.AfterFunc(ctx, func() { st.CancelRead(quic.StreamErrorCode(CloseBadHandshake)) })
+	stop := context.AfterFunc(ctx, func() { st.CancelRead(transport.StreamErrorCode(CloseBadHandshake)) })
 	defer stop()
 	f, err := fr.Next()
 	if err != nil {
@@ -144,7 +145,7 @@ func readOne(ctx context.Context, st *quic.Stream, fr *wire.FrameReader) (wire.M
 }
 
 // writeOne writes m as one frame.
-func writeOne(st *quic.Stream, m wire.Message) error {
+func writeOne(st transport.Stream, m wire.Message) error {
 	b, err := appendFrame(nil, m)
 	if err != nil {
 		return err

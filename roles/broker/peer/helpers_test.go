@@ -92,7 +92,7 @@ func startNode(t testing.TB, id string, creds tlsconf.NodeCredentials, tweak fun
 	cfg := Config{
 		NodeID: id, StorageID: "storage-of-" + id, Creds: creds,
 		Logger:       slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		DialAttempts: 1,
+		DialAttempts: 1, Transport: testTransport,
 	}
 	if tweak != nil {
 		tweak(&cfg)

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/internal/gogroup"
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -19,18 +18,18 @@ type Peer struct {
 	NodeID    string
 	StorageID string
 	Version   int
-	Addr      string // its UDP address
+	Addr      string // its network address
 	Dialed    bool   // this end dialed the link
 }
 
-// Link is one handshaken peer link: a QUIC connection with one
+// Link is one handshaken peer link: a transport connection (QUIC) with one
 // bidirectional stream of frames. Both ends may Ping; each answers the
 // other's pings. A link is owned by its Endpoint, which closes it at
 // Close; the caller of Dial may close it earlier.
 type Link struct {
 	ep   *Endpoint
-	qc   *quic.Conn
-	st   *quic.Stream
+	qc   transport.Conn
+	st   transport.Stream
 	fr   *wire.FrameReader // reads st; used by run's read loop only
 	peer Peer              // set by the handshake; never changes
 
@@ -69,7 +68,7 @@ type Link struct {
 	nextSeq uint64                   // guarded by mu
 }
 
-func newLink(ep *Endpoint, qc *quic.Conn, st *quic.Stream, fr *wire.FrameReader, p Peer) *Link {
+func newLink(ep *Endpoint, qc transport.Conn, st transport.Stream, fr *wire.FrameReader, p Peer) *Link {
 	l := &Link{
 		ep: ep, qc: qc, st: st, fr: fr, peer: p,
 		sendC:   make(chan []byte, ep.cfg.SendQueue),

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/felixmq/felix/roles/broker/tlsconf"
+	"github.com/felixmq/felix/transport"
+	"github.com/felixmq/felix/transport/dual"
 )
 
 func TestHandshakeAndPing(t *testing.T) {
@@ -118,16 +118,16 @@ func TestListenerRefusesAConnectionWithoutCertificate(t *testing.T) {
 	b := startNode(t, "broker-b", ca.creds(t, "broker-b"), nil)
 	ctx := testCtx(t)
 	tc := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN}, RootCAs: ca.pool, ServerName: "broker-b.node.felix"}
-	qc, err := quic.DialAddr(ctx, b.Addr().String(), tc, nil)
+	qc, err := dual.Dial(ctx, transport.QUIC, b.Addr().String(), tc, transport.Config{})
 	if err == nil {
 		// The client may finish its side first; the refusal then ends
 		// the connection.
 		<-qc.Context().Done()
 		err = context.Cause(qc.Context())
 	}
-	var te *quic.TransportError
-	if !errors.As(err, &te) || !te.Remote || !te.ErrorCode.IsCryptoError() {
-		t.Fatalf("err = %v, want a CRYPTO_ERROR from the listener", err)
+	var alert tls.AlertError
+	if !errors.Is(err, transport.ErrConnectionLost) || !errors.As(err, &alert) {
+		t.Fatalf("err = %v, want the connection lost to a TLS alert from the listener", err)
 	}
 	b.log.mustContain(t, "refused a peer connection: bad client certificate", "the peer sent no certificate")
 }
