@@ -60,6 +60,19 @@ func (c *Cache) CounterGetStaged(key string) (sum int64, ok bool, err error) {
 	return c.counters.Peek(key)
 }
 
+// forgetShardCounters forgets the counters whose key in reports (see
+// DropShard) and asks for their records to be made durable.
+func (c *Cache) forgetShardCounters(in func(string) bool) {
+	if c.counters == nil {
+		return
+	}
+	if _, _, err := c.counters.AppendForget(in); err != nil {
+		c.counters.opts.Logger.Warn("a dropped cache shard's counters could not be forgotten; they stay", "cache", c.key.Cache, "err", err)
+		return
+	}
+	c.counters.log.SyncSoon()
+}
+
 // HasCounters reports whether the cache serves counters (it has a log).
 func (c *Cache) HasCounters() bool { return c.counters != nil }
 
