@@ -198,6 +198,10 @@ func TestForwardedKeyedBatchesSplitByOwner(t *testing.T) {
 	if onA == 0 || onB == 0 {
 		t.Fatal("the keys all fell on one broker")
 	}
+	// An acknowledged publish may be counted just after its answer.
+	waitFor(t, "both brokers count every publish", func() bool {
+		return a.metric("felix_publish_messages_total") >= float64(onA) && b.metric("felix_publish_messages_total") >= float64(onB)
+	})
 	if got, got2 := a.metric("felix_publish_messages_total"), b.metric("felix_publish_messages_total"); got != float64(onA) || got2 != float64(onB) {
 		t.Fatalf("a published %v (want %d), b %v (want %d)", got, onA, got2, onB)
 	}

@@ -3,17 +3,12 @@ package broker
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"runtime"
 	"strconv"
@@ -23,6 +18,7 @@ import (
 	"time"
 
 	"github.com/felixmq/felix/core/auth"
+	"github.com/felixmq/felix/internal/testcert"
 	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/transport/dual"
 	"github.com/felixmq/felix/wire"
@@ -243,39 +239,11 @@ func (e *env) shutdown() error {
 	return e.srv.Shutdown(ctx)
 }
 
+// testTLS is a broker's TLS configuration with a self-signed certificate
+// for 127.0.0.1 and localhost, and the roots a client trusts it with.
 func testTLS(t testing.TB) (*tls.Config, *x509.CertPool) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "felix test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv}},
-		MinVersion:   tls.VersionTLS13,
-		NextProtos:   []string{ALPN},
-	}, roots
+	srv, cli := testcert.Pair(t, ALPN)
+	return srv, cli.RootCAs
 }
 
 // token mints a token for acme with perms.
