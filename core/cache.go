@@ -74,6 +74,7 @@ func entrySize(key string, value []byte) int64 { return int64(len(key) + len(val
 func newCache(k CacheKey, shards int, maxEntries, maxBytes int64, env *watchEnv) *Cache {
 	c := &Cache{key: k, mask: uint64(shards - 1), shards: make([]cacheShard, shards)}
 	c.log.env, c.log.next = env, uint64(time.Now().UnixNano())
+	c.log.setReleasedLocked(c.log.next)
 	for i := range c.shards {
 		c.shards[i].m = map[string]cacheEntry{}
 	}

@@ -100,7 +100,15 @@ func (c *Cache) PutIf(key string, value []byte, ttl time.Duration, cond CacheCon
 }
 
 // PutIfStaged is PutIf without the wait for the log (see WaitStaged).
+// It is counted in felix_cache_conditional_writes_total by how its
+// condition was decided (a later failed wait for the log is not).
 func (c *Cache) PutIfStaged(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
+	r, err := c.putIfStaged(key, value, ttl, cond, now)
+	c.log.env.metrics.condWrites.count(false, r, err)
+	return r, err
+}
+
+func (c *Cache) putIfStaged(key string, value []byte, ttl time.Duration, cond CacheCondition, now time.Time) (CondResult, error) {
 	if err := c.checkEntry(key, value, ttl); err != nil {
 		return CondResult{}, err
 	}
@@ -150,8 +158,15 @@ func (c *Cache) DeleteIf(key string, version uint64, now time.Time) (CondResult,
 	return r, nil
 }
 
-// DeleteIfStaged is DeleteIf without the wait for the log (see WaitStaged).
+// DeleteIfStaged is DeleteIf without the wait for the log (see
+// WaitStaged), counted as PutIfStaged is.
 func (c *Cache) DeleteIfStaged(key string, version uint64, now time.Time) (CondResult, error) {
+	r, err := c.deleteIfStaged(key, version, now)
+	c.log.env.metrics.condWrites.count(true, r, err)
+	return r, err
+}
+
+func (c *Cache) deleteIfStaged(key string, version uint64, now time.Time) (CondResult, error) {
 	s := c.shard(key)
 	s.mu.Lock()
 	cur, live := liveLocked(s, key, now.UnixNano())

@@ -1,12 +1,16 @@
 package core
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -224,4 +228,51 @@ func descChanges(chs []*CacheChange) []string {
 		out = append(out, descChange(ch))
 	}
 	return out
+}
+
+// TestConditionalWritesAndCounterAddsAreCounted: every conditional write
+// is counted by op and outcome, and every appended counter add once.
+func TestConditionalWritesAndCounterAddsAreCounted(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncNone, CacheCompactInterval: -1}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	r, err := c.PutIf("k", []byte("v"), 0, CondAbsent(), testNow)
+	if err != nil || !r.Applied {
+		t.Fatalf("put_if absent: %+v %v", r, err)
+	}
+	if r2, _ := c.PutIf("k", []byte("w"), 0, CondAbsent(), testNow); r2.Applied {
+		t.Fatal("a second put_if absent applied")
+	}
+	if _, err := c.PutIf("k", []byte("w"), -time.Second, CondAbsent(), testNow); err == nil {
+		t.Fatal("a negative ttl was taken")
+	}
+	if r3, _ := c.DeleteIf("k", r.Version+1, testNow); r3.Applied {
+		t.Fatal("delete_if at a wrong version applied")
+	}
+	if r4, err := c.DeleteIf("k", r.Version, testNow); err != nil || !r4.Applied {
+		t.Fatalf("delete_if: %+v %v", r4, err)
+	}
+	for _, d := range []int64{1, 2} {
+		if _, err := c.CounterAddStaged("n", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CounterAddStaged("n", math.MaxInt64); err == nil {
+		t.Fatal("an overflowing add was taken")
+	}
+	var prom bytes.Buffer
+	b.Metrics().WritePrometheus(&prom)
+	for _, want := range []string{
+		`felix_cache_conditional_writes_total{op="put_if",outcome="applied"} 1`,
+		`felix_cache_conditional_writes_total{op="put_if",outcome="refused"} 1`,
+		`felix_cache_conditional_writes_total{op="put_if",outcome="error"} 1`,
+		`felix_cache_conditional_writes_total{op="delete_if",outcome="applied"} 1`,
+		`felix_cache_conditional_writes_total{op="delete_if",outcome="refused"} 1`,
+		`felix_cache_conditional_writes_total{op="delete_if",outcome="error"} 0`,
+		"felix_counter_adds_total 2",
+	} {
+		if !strings.Contains(prom.String(), want+"\n") {
+			t.Errorf("no %s in\n%s", want, prom.String())
+		}
+	}
 }

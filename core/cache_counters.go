@@ -36,7 +36,7 @@ func (c *Cache) errCountersNeedStorage() *wire.Error {
 
 // CounterAddStaged adds delta to the counter key and returns the sum
 // including it, once the delta is in the counter log (not yet durable:
-// answer after WaitStaged). A cache without a log refuses it
+// answer after WaitStaged), and counts it in felix_counter_adds_total. A cache without a log refuses it
 // (unsupported); so does a sum that would overflow int64
 // (invalid_request, reason counter_overflow).
 func (c *Cache) CounterAddStaged(key string, delta int64) (int64, error) {
@@ -44,6 +44,9 @@ func (c *Cache) CounterAddStaged(key string, delta int64) (int64, error) {
 		return 0, c.errCountersNeedStorage()
 	}
 	sum, _, err := c.counters.AppendAdd(key, delta)
+	if err == nil {
+		c.log.env.metrics.counterAdds.Inc()
+	}
 	return sum, err
 }
 
@@ -55,6 +58,19 @@ func (c *Cache) CounterGetStaged(key string) (sum int64, ok bool, err error) {
 		return 0, false, c.errCountersNeedStorage()
 	}
 	return c.counters.Peek(key)
+}
+
+// forgetShardCounters forgets the counters whose key in reports (see
+// DropShard) and asks for their records to be made durable.
+func (c *Cache) forgetShardCounters(in func(string) bool) {
+	if c.counters == nil {
+		return
+	}
+	if _, _, err := c.counters.AppendForget(in); err != nil {
+		c.counters.opts.Logger.Warn("a dropped cache shard's counters could not be forgotten; they stay", "cache", c.key.Cache, "err", err)
+		return
+	}
+	c.counters.log.SyncSoon()
 }
 
 // HasCounters reports whether the cache serves counters (it has a log).

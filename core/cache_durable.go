@@ -109,6 +109,8 @@ func readOffsetBase(dir string) (uint64, error) {
 func (c *Cache) attachStore(st *CacheStore, base uint64) error {
 	c.store, c.log.offBase = st, base
 	c.log.next = base + st.NextOffset()
+	c.log.setReleasedLocked(c.log.next) // what the log holds at open is durable
+	st.SetOnDurable(c.logDurable)
 	per := st.Len()/len(c.shards) + st.Len()/len(c.shards)/8 // keys hash evenly; no rehashing while they load
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]cacheEntry, per)
@@ -132,9 +134,9 @@ func (c *Cache) closeStore() {
 	}
 }
 
-// logHistory reads the changes [from, next) matching w from the cache's
-// log, for a watch resuming before the in-memory history (the caller
-// holds logMu, so no write lands meanwhile). ok is false, and the watch
+// logHistory reads the released changes [from, released) matching w from
+// the cache's log, for a watch resuming before the in-memory history (the
+// caller holds logMu, so no change is released meanwhile). ok is false, and the watch
 // must resnapshot, when from was compacted away or is older than the
 // cache, or when the changes pass the watch's byte bound or the read
 // passes four times it: a resume that far back costs less as a
@@ -144,7 +146,7 @@ func (c *Cache) logHistory(from uint64, w *CacheWatch) ([]*CacheChange, bool) {
 	if c.store == nil || from < l.offBase {
 		return nil, false
 	}
-	at, end := from-l.offBase, l.next-l.offBase
+	at, end := from-l.offBase, l.released-l.offBase
 	var out []*CacheChange
 	var matched, scanned int64
 	for at < end {

@@ -94,6 +94,8 @@ func TestDurableCacheKeepsEntriesTTLsAndWatchOffsetsAcrossRestart(t *testing.T) 
 	if n := c.Sweep(testNow.Add(time.Hour)); n != 1 {
 		t.Fatalf("swept %d", n)
 	}
+	// The expiry reaches the watch once it is durable: wait for that.
+	must(c.WaitStaged(context.Background()))
 	var l watchLog
 	drainWatch(w, &l)
 	want := []struct {

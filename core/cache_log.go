@@ -187,74 +187,237 @@ type watchEnv struct {
 }
 
 // cacheLog is a cache's change log section: the offset counter, the
-// history and the watch registry, all guarded by logMu. Lock order: a
-// shard mutex, then logMu, then a watch's mutex.
+// changes not yet released, the history and the watch registry, all
+// guarded by logMu. Lock order: a shard mutex, then logMu, then a watch's
+// mutex.
+//
+// A change is recorded when its write is applied and released to the
+// history and the watches once it is durable: at once on an in-memory
+// cache; on a log-backed one when the log's durable offset passes it
+// (after the fsync under FsyncAlways; once written to the OS under
+// FsyncPeriodic and FsyncNone, which is all those policies promise an
+// acknowledgement too), so no watch sees a change a crash can take back.
 type cacheLog struct {
 	env   *watchEnv
 	logMu sync.Mutex
 	// next is the offset the next applied write takes.
 	next uint64
+	// released is the offset below which every change was released.
+	// Invariant: released <= next, and pending holds exactly the changes
+	// with offsets in [released, next), in offset order. releasedA
+	// mirrors it for readers without logMu (CacheWatch.Next).
+	released  uint64
+	releasedA atomic.Uint64
+	pending   []*CacheChange // the live part is pending[phead:]
+	phead     int
 	// offBase is what a durable cache adds to its log's offsets (see
 	// cache_durable.go); 0 in memory. Set before the cache is shared.
 	offBase uint64
 	history *changeRing // nil until the first Watch
 	keyed   map[string][]*CacheWatch
 	prefix  []*CacheWatch
-	ended   error // the cache was removed; later watches are refused
+	// scanners are the registered watches whose retained scan runs: they
+	// collect changes as they are recorded, since the scan reads values
+	// applied but not yet released. held are the retained watches whose
+	// values wait for released to reach their state offset.
+	scanners []*CacheWatch
+	held     []*CacheWatch
+	ended    error // the cache was removed; later watches are refused
+	failed   error // the cache's log failed; later watches are refused
+}
+
+// setReleasedLocked records that every change below off was released.
+func (l *cacheLog) setReleasedLocked(off uint64) {
+	l.released = off
+	l.releasedA.Store(off)
 }
 
 // record assigns the next offset to an applied write of op on key (the
-// caller holds key's shard lock) and hands the change to the history and
-// the matching watches. It returns the offset. On a log-backed cache the
-// write is first appended to the log, whose offset it takes (WaitStaged
-// waits for it); a write the log refuses takes no offset, reaches no
+// caller holds key's shard lock) and returns it. The change reaches the
+// history and the matching watches once it is durable (see cacheLog): at
+// once in memory; on a log-backed cache the write is first appended to
+// the log, whose offset it takes, and the change is released when the
+// log's durable offset passes it (here, or from the log's flusher, or in
+// WaitStaged). A write the log refuses takes no offset, reaches no
 // watch, and is the error.
 func (c *Cache) record(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) (uint64, error) {
 	l := &c.log
 	l.logMu.Lock()
 	defer l.logMu.Unlock()
-	var sw CacheStoreWrite
 	if c.store != nil {
-		var err error
-		if op == wire.CacheOpPut {
-			sw, err = c.store.AppendPut(key, value, expiresAt)
-		} else {
-			sw, err = c.store.AppendRemove(key, op == wire.CacheOpExpire)
-		}
-		if err != nil {
+		if err := c.appendLocked(op, key, value, expiresAt); err != nil {
 			return 0, err
 		}
-		// The log's offsets are the cache's, but for those compaction's
-		// copies took in between, which no write has.
-		if l.offBase+sw.Offset < l.next {
-			panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), below the cache's next %d", c.key.Cache, sw.Offset, l.offBase, l.next))
-		}
-		l.next = l.offBase + sw.Offset
 	}
 	off := l.next
 	l.next++
-	if l.history == nil && len(l.keyed) == 0 && len(l.prefix) == 0 {
+	var ch *CacheChange
+	newChange := func() *CacheChange {
+		if ch == nil {
+			ch = &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
+		}
+		return ch
+	}
+	for _, w := range l.scanners {
+		if w.matches(key) {
+			w.collect(newChange())
+		}
+	}
+	if c.store == nil {
+		if l.history != nil || len(l.keyed) > 0 || len(l.prefix) > 0 {
+			l.deliverLocked(newChange())
+		}
+		l.setReleasedLocked(l.next)
 		return off, nil
 	}
-	ch := &CacheChange{Offset: off, Op: op, Key: key, Value: value, ExpiresAt: expiresAt}
+	l.pending = append(l.pending, newChange())
+	l.releaseLocked(l.offBase + c.store.DurableOffset())
+	if l.released <= off {
+		c.store.SyncSoon() // released by the flusher, even if no one waits
+	}
+	return off, nil
+}
+
+// appendLocked appends a write to a log-backed cache's log and moves
+// next to its offset. A log that failed doing it fails the cache's
+// watches.
+func (c *Cache) appendLocked(op wire.CacheChangeOp, key string, value []byte, expiresAt int64) error {
+	l := &c.log
+	var sw CacheStoreWrite
+	var err error
+	if op == wire.CacheOpPut {
+		sw, err = c.store.AppendPut(key, value, expiresAt)
+	} else {
+		sw, err = c.store.AppendRemove(key, op == wire.CacheOpExpire)
+	}
+	if err != nil {
+		if ferr := c.store.Failure(); ferr != nil {
+			l.failLocked(ferr)
+		}
+		return err
+	}
+	// The log's offsets are the cache's, but for those compaction's
+	// copies took in between, which no write has.
+	if l.offBase+sw.Offset < l.next {
+		panic(fmt.Sprintf("core: cache %s: the log wrote offset %d (+ base %d), below the cache's next %d", c.key.Cache, sw.Offset, l.offBase, l.next))
+	}
+	l.next = l.offBase + sw.Offset
+	return nil
+}
+
+// deliverLocked hands a released change to the history and the matching
+// watches.
+func (l *cacheLog) deliverLocked(ch *CacheChange) {
 	if l.history != nil {
 		l.history.push(ch)
 	}
 	var lagged []*CacheWatch
-	for _, w := range l.keyed[key] {
+	for _, w := range l.keyed[ch.Key] {
 		if !w.push(ch) {
 			lagged = append(lagged, w)
 		}
 	}
 	for _, w := range l.prefix {
-		if w.matches(key) && !w.push(ch) {
+		if w.matches(ch.Key) && !w.push(ch) {
 			lagged = append(lagged, w)
 		}
 	}
 	for _, w := range lagged {
 		l.unregisterLocked(w)
 	}
-	return off, nil
+}
+
+// releaseLocked releases, in offset order, the pending changes below
+// mark (a cache offset the log says is durable), and lets the held
+// retained watches it reaches deliver their values.
+func (l *cacheLog) releaseLocked(mark uint64) {
+	// Compaction's copies may have taken offsets past the last write.
+	mark = min(mark, l.next)
+	if mark <= l.released {
+		return
+	}
+	for l.phead < len(l.pending) && l.pending[l.phead].Offset < mark {
+		ch := l.pending[l.phead]
+		l.pending[l.phead] = nil
+		l.phead++
+		l.deliverLocked(ch)
+	}
+	l.pending, l.phead = compactFront(l.pending, l.phead)
+	l.setReleasedLocked(mark)
+	if len(l.held) == 0 {
+		return
+	}
+	kept := l.held[:0]
+	for _, w := range l.held {
+		if w.holdsPast(mark) {
+			kept = append(kept, w)
+		} else {
+			w.signal()
+		}
+	}
+	clear(l.held[len(kept):])
+	l.held = kept
+}
+
+// logDurable is a log-backed cache's hook on its log's flusher: the log
+// is durable below durable (a log offset), or failed with err.
+func (c *Cache) logDurable(durable uint64, err error) {
+	l := &c.log
+	l.logMu.Lock()
+	defer l.logMu.Unlock()
+	if l.ended != nil {
+		return
+	}
+	l.releaseLocked(l.offBase + durable)
+	if err != nil {
+		l.failLocked(err)
+	}
+}
+
+// releaseDurable releases what the cache's log holds durable now.
+func (c *Cache) releaseDurable() {
+	l := &c.log
+	mark := l.offBase + c.store.DurableOffset()
+	if l.releasedA.Load() >= mark {
+		return
+	}
+	l.logMu.Lock()
+	l.releaseLocked(mark)
+	l.logMu.Unlock()
+}
+
+// failLocked ends every watch of a cache whose log failed with err, drops
+// the changes not yet durable (they never will be) and refuses later
+// watches: the log must be opened again.
+func (l *cacheLog) failLocked(err error) {
+	if l.failed != nil || l.ended != nil {
+		return
+	}
+	l.failed = err
+	clear(l.pending)
+	l.pending, l.phead = nil, 0
+	for _, w := range l.endAllLocked() {
+		w.endWith(err)
+	}
+}
+
+// endAllLocked unregisters every watch and returns them, and drops the
+// history.
+func (l *cacheLog) endAllLocked() []*CacheWatch {
+	var ws []*CacheWatch
+	for _, list := range l.keyed {
+		ws = append(ws, list...)
+	}
+	ws = append(ws, l.prefix...)
+	for _, w := range ws {
+		w.registered = false
+	}
+	l.keyed, l.prefix, l.scanners, l.held = nil, nil, nil, nil
+	if l.history != nil {
+		l.history.release()
+		l.history = nil
+	}
+	return ws
 }
 
 // WaitStaged returns once every write a log-backed cache has applied so
@@ -272,6 +435,7 @@ func (c *Cache) WaitStaged(ctx context.Context) error {
 	if err := c.store.WaitWritten(ctx); err != nil {
 		return err
 	}
+	c.releaseDurable() // rather than wait for the flusher's hook
 	if c.counters == nil {
 		return nil
 	}
@@ -284,6 +448,9 @@ func (c *Cache) LogBacked() bool { return c.store != nil }
 
 func (l *cacheLog) registerLocked(w *CacheWatch) {
 	w.registered = true
+	if w.scanning {
+		l.scanners = append(l.scanners, w)
+	}
 	if w.prefix {
 		l.prefix = appendWatch(l.prefix, w)
 		return
@@ -299,6 +466,7 @@ func (l *cacheLog) unregisterLocked(w *CacheWatch) {
 		return
 	}
 	w.registered = false
+	l.scanners = withoutScanner(l.scanners, w)
 	if w.prefix {
 		l.prefix = without(l.prefix, w)
 		return
@@ -308,6 +476,14 @@ func (l *cacheLog) unregisterLocked(w *CacheWatch) {
 	} else {
 		delete(l.keyed, w.key)
 	}
+}
+
+// withoutScanner removes w from the (short) list of scanning watches.
+func withoutScanner(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
+	if i := slices.Index(ws, w); i >= 0 {
+		return slices.Delete(ws, i, i+1)
+	}
+	return ws
 }
 
 // appendWatch adds w to ws and records where.
@@ -331,7 +507,7 @@ func without(ws []*CacheWatch, w *CacheWatch) []*CacheWatch {
 }
 
 // close ends every watch of a removed cache with err and refuses later
-// ones; the history is dropped.
+// ones; the history and the changes not yet released are dropped.
 func (c *Cache) close(err error) {
 	l := &c.log
 	l.logMu.Lock()
@@ -340,19 +516,9 @@ func (c *Cache) close(err error) {
 		return
 	}
 	l.ended = err
-	var ws []*CacheWatch
-	for _, list := range l.keyed {
-		ws = append(ws, list...)
-	}
-	ws = append(ws, l.prefix...)
-	for _, w := range ws {
-		w.registered = false
-	}
-	l.keyed, l.prefix = nil, nil
-	if l.history != nil {
-		l.history.release()
-		l.history = nil
-	}
+	clear(l.pending)
+	l.pending, l.phead = nil, 0
+	ws := l.endAllLocked()
 	l.logMu.Unlock()
 	for _, w := range ws {
 		w.endWith(err)

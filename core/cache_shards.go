@@ -27,7 +27,10 @@ func (c *Cache) Shards() uint32 { return max(c.placed.Load(), 1) }
 // On a durable cache each removed key is also written to the log as a
 // delete (taking an offset no watch is left to see), so that a restart
 // does not bring back keys the broker no longer owns; a delete the log
-// refuses still removes the key from memory.
+// refuses still removes the key from memory. The shard's counters are
+// forgotten the same way (a remove record each in the counter log; they
+// then read as never written); a counter log that refuses them keeps
+// them, and says so in the broker's log.
 func (c *Cache) DropShard(shard, shards uint32, cause error) int {
 	if shards == 0 {
 		shards = 1
@@ -54,6 +57,7 @@ func (c *Cache) DropShard(shard, shards uint32, cause error) int {
 		}
 		s.mu.Unlock()
 	}
+	c.forgetShardCounters(in)
 	return n
 }
 

@@ -1,11 +1,13 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -109,5 +111,56 @@ func TestCacheDropShard(t *testing.T) {
 		if l.end != nil || len(l.changes) != 1 || l.changes[0].Key != kept[0] {
 			t.Errorf("%s watch: end %v, changes %v; want one change to %s", name, l.end, l.changes, kept[0])
 		}
+	}
+}
+
+// TestDurableCacheDropShardForgetsItsCounters: on a log-backed cache,
+// dropping a shard forgets its counters too (they read as never
+// written, not 0), keeps the other shard's, and neither a compaction
+// nor a restart brings them back; a forgotten counter can be added to
+// again from nothing.
+func TestDurableCacheDropShardForgetsItsCounters(t *testing.T) {
+	st := StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncAlways, CacheCompactInterval: -1}
+	b, c := openDurableCache(t, st, durableCacheSpec)
+	lost, kept := keysOfShard(0, 2, 3), keysOfShard(1, 2, 3)
+	add := func(c *Cache, k string, d int64) int64 {
+		t.Helper()
+		sum, err := c.CounterAddStaged(k, d)
+		if err == nil {
+			err = c.WaitStaged(context.Background())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	for i, k := range append(append([]string{}, lost...), kept...) {
+		add(c, k, int64(i+1))
+	}
+	c.DropShard(0, 2, movedTo(0, nil))
+	check := func(c *Cache, when string) {
+		t.Helper()
+		for _, k := range lost {
+			if sum, ok, err := c.CounterGetStaged(k); err != nil || ok {
+				t.Fatalf("%s: counter %s of the dropped shard = %d %v %v, want never written", when, k, sum, ok, err)
+			}
+		}
+		for i, k := range kept {
+			if sum, ok, err := c.CounterGetStaged(k); err != nil || !ok || sum != int64(len(lost)+i+1) {
+				t.Fatalf("%s: counter %s of the kept shard = %d %v %v", when, k, sum, ok, err)
+			}
+		}
+	}
+	check(c, "after the drop")
+	if _, err := c.counters.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check(c, "after a compaction")
+	b.Close()
+	b, c = openDurableCache(t, st, durableCacheSpec)
+	defer b.Close()
+	check(c, "after a restart")
+	if sum := add(c, lost[0], 5); sum != 5 {
+		t.Fatalf("a forgotten counter added to again: %d, want 5", sum)
 	}
 }

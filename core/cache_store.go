@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	flog "github.com/felixmq/felix/log"
@@ -50,7 +51,43 @@ type CacheStore struct {
 	// snapPoint is the point of the snapshot on disk (0: none).
 	snapPoint uint64
 	closed    bool
+
+	// onDurable is the owner's hook for the log's OnDurable (see
+	// SetOnDurable); nil until set.
+	onDurable atomic.Pointer[func(durable uint64, err error)]
 }
+
+// SetOnDurable makes fn hear, from the log's flusher, each time the
+// log's durable offset advances or the log fails (see flog.Options.
+// OnDurable): for an owner that shows writes only once they are durable.
+// fn must not block and must not close the store.
+func (s *CacheStore) SetOnDurable(fn func(durable uint64, err error)) { s.onDurable.Store(&fn) }
+
+func (s *CacheStore) logDurable(durable uint64, err error) {
+	if fn := s.onDurable.Load(); fn != nil {
+		if err != nil {
+			err = s.storeError(err)
+		}
+		(*fn)(durable, err)
+	}
+}
+
+// DurableOffset is one past the last record durable under the fsync
+// policy (flog.Log.DurableOffset).
+func (s *CacheStore) DurableOffset() uint64 { return s.log.DurableOffset() }
+
+// Failure is the log's failure (mapped as storeError does), or nil while
+// it works.
+func (s *CacheStore) Failure() error {
+	if err := s.log.Err(); err != nil {
+		return s.storeError(err)
+	}
+	return nil
+}
+
+// SyncSoon asks the log to make what is written durable soon, without
+// waiting (flog.Log.SyncSoon).
+func (s *CacheStore) SyncSoon() { s.log.SyncSoon() }
 
 // storeEntry is one live key of a store's index.
 type storeEntry struct {
@@ -87,12 +124,14 @@ func OpenCacheStore(o CacheStoreOptions) (*CacheStore, error) {
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
 	}
+	s := &CacheStore{opts: o, compact: make(chan struct{}, 1)}
 	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS})
+		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS,
+		OnDurable: s.logDurable, BufferAppends: true})
 	if err != nil {
 		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
 	}
-	s := &CacheStore{opts: o, log: lg, compact: make(chan struct{}, 1)}
+	s.log = lg
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if err := s.rebuild(); err != nil {
 		s.stop()

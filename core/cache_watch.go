@@ -91,10 +91,13 @@ type CacheWatch struct {
 	readyC    atomic.Pointer[chan struct{}]
 
 	// registered says the watch is in the cache's registry, at index slot
-	// of its key's list (or of the prefix list). Both are guarded by the
-	// cache's logMu.
+	// of its key's list (or of the prefix list). from is the offset of the
+	// first change pushed to it: released changes below it are before its
+	// start (a resume's offset, or what a retained start's values hold).
+	// All three are guarded by the cache's logMu.
 	registered bool
 	slot       int
+	from       uint64
 
 	mu sync.Mutex
 	// initial are the retained values or history changes, delivered
@@ -107,12 +110,18 @@ type CacheWatch struct {
 	pending    map[string]*CacheChange
 	overflowed bool
 	state      *CacheWatchState // to deliver after initial
-	queue      []*CacheChange   // live changes; the live part is queue[qhead:]
-	qhead      int
-	queued     int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
-	end        error // why the watch ended, delivered after the queue
-	endSent    bool
-	closed     bool
+	// holdUntil, when above the cache's released offset, holds back a
+	// retained start's values and state: they were read from applied
+	// writes, which a crash could still take back until released passes
+	// the state's offset. Nothing is queued meanwhile (every change
+	// queued is past the state's offset, so below released).
+	holdUntil uint64
+	queue     []*CacheChange // live changes; the live part is queue[qhead:]
+	qhead     int
+	queued    int64 // bytes in queue[qhead:]. Invariant: queued <= maxBytes unless one change
+	end       error // why the watch ended, delivered after the queue
+	endSent   bool
+	closed    bool
 }
 
 // Watch starts a watch. A From past the cache's next offset is refused
@@ -136,20 +145,29 @@ func (c *Cache) Watch(opts CacheWatchOptions) (*CacheWatch, CacheWatchInfo, erro
 		l.logMu.Unlock()
 		return nil, CacheWatchInfo{}, wire.NewError(wire.CodeNotFound, "cache %s was deleted", c.key.Cache).WithDetail("reason", "cache_deleted")
 	}
+	if l.failed != nil {
+		err := l.failed
+		l.logMu.Unlock()
+		return nil, CacheWatchInfo{}, err
+	}
 	if l.history == nil && l.env.historyBytes > 0 {
 		l.history = &changeRing{maxBytes: l.env.historyBytes, env: l.env}
 	}
 	info := CacheWatchInfo{Next: l.next}
 	retained := opts.Retained
+	w.from = l.next
 	if opts.From != nil {
 		from := *opts.From
+		w.from = from
 		switch {
 		case from > l.next:
 			l.logMu.Unlock()
 			return nil, CacheWatchInfo{}, wire.NewError(wire.CodeInvalidRequest, "cache watch from offset %d is past the next offset %d", from, info.Next).
 				WithDetail("reason", "in_future").WithDetail("next", info.Next)
-		case from == l.next:
-		case l.history != nil && from >= l.history.oldest(l.next):
+		case from >= l.released:
+			// Nothing released from there yet: the pending changes from it
+			// on reach the watch as they are released.
+		case l.history != nil && from >= l.history.oldest(l.released):
 			w.initial = l.history.since(from, w)
 		default:
 			// Older than the history in memory: a durable cache reads it
@@ -227,6 +245,8 @@ func (c *Cache) snapshotInto(w *CacheWatch, now int64) uint64 {
 			continue
 		}
 		head := l.next
+		l.scanners = withoutScanner(l.scanners, w)
+		w.from = head
 		for k, ch := range w.pending {
 			if ch.Op == wire.CacheOpPut {
 				vals[k] = retainedValue(k, ch.Offset, ch.Value, ch.ExpiresAt)
@@ -236,9 +256,15 @@ func (c *Cache) snapshotInto(w *CacheWatch, now int64) uint64 {
 		}
 		w.restartCollectLocked()
 		w.pending, w.scanning = nil, false
-		if !w.closed {
+		// Values not yet durable are held back (holdUntil), or dropped
+		// when the watch already ended.
+		if held := head > l.released; !w.closed && (!held || w.end == nil) {
 			w.initial = sortedByOffset(vals)
 			w.state = &CacheWatchState{Offset: head, Count: uint64(len(vals))}
+			if held {
+				w.holdUntil = head
+				l.held = append(l.held, w)
+			}
 		}
 		w.mu.Unlock()
 		l.logMu.Unlock()
@@ -295,6 +321,16 @@ func sortedByOffset(vals map[string]*CacheChange) []*CacheChange {
 	}
 	slices.SortFunc(out, func(a, b *CacheChange) int { return cmp.Compare(a.Offset, b.Offset) })
 	return out
+}
+
+// collect hands a change recorded while the watch's retained scan may
+// run to collectLocked (the cache's logMu is held).
+func (w *CacheWatch) collect(ch *CacheChange) {
+	w.mu.Lock()
+	if w.scanning && !w.closed {
+		w.collectLocked(ch)
+	}
+	w.mu.Unlock()
 }
 
 // collectLocked keeps ch, a change made while the retained scan runs, as
@@ -373,18 +409,18 @@ func (w *CacheWatch) signal() {
 	}
 }
 
-// push queues a live change (the cache's logMu is held). It reports false
-// when the watch ended lagged instead, at ch.
+// push queues a released change (the cache's logMu is held). It reports
+// false when the watch ended lagged instead, at ch. A change before the
+// watch's start is skipped, and so is one released while the retained
+// scan runs: the scan collected it when it was recorded.
 func (w *CacheWatch) push(ch *CacheChange) bool {
+	if ch.Offset < w.from {
+		return true
+	}
 	size := ch.size()
 	env := w.c.log.env
 	w.mu.Lock()
-	if w.closed || w.end != nil {
-		w.mu.Unlock()
-		return true
-	}
-	if w.scanning {
-		w.collectLocked(ch)
+	if w.closed || w.end != nil || w.scanning {
 		w.mu.Unlock()
 		return true
 	}
@@ -405,14 +441,32 @@ func (w *CacheWatch) push(ch *CacheChange) bool {
 	return true
 }
 
-// endWith ends the watch with err after what it holds.
+// endWith ends the watch with err after what it holds; retained values
+// still held back for their writes to be durable are dropped.
 func (w *CacheWatch) endWith(err error) {
 	w.mu.Lock()
 	if w.end == nil {
 		w.end = err
 	}
+	if w.heldLocked() {
+		w.initial, w.state, w.holdUntil = nil, nil, 0
+	}
 	w.mu.Unlock()
 	w.signal()
+}
+
+// heldLocked reports whether the retained values wait for the cache's
+// released offset (w.mu is held).
+func (w *CacheWatch) heldLocked() bool {
+	return w.holdUntil > w.c.log.releasedA.Load()
+}
+
+// holdsPast reports whether the watch's values wait for a released offset
+// past mark.
+func (w *CacheWatch) holdsPast(mark uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holdUntil > mark
 }
 
 // Next returns the next item without blocking, or false when none is
@@ -422,6 +476,7 @@ func (w *CacheWatch) Next() (CacheWatchItem, bool) {
 	defer w.mu.Unlock()
 	switch {
 	case w.closed:
+	case w.heldLocked():
 	case len(w.initial) > 0:
 		ch := w.initial[0]
 		w.initial[0] = nil

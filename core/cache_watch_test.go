@@ -154,6 +154,17 @@ func TestDurableCacheWatchModel(t *testing.T) {
 	testCacheWatchModel(t, c, false)
 }
 
+// TestDurableCacheWatchModelFsyncAlways is the model test on a log-backed
+// cache under FsyncAlways, where a change reaches the watches only once
+// an fsync covered it, well after its write was applied: resumes, retained
+// starts (whose values wait for their offset to be durable) and the
+// reference still agree exactly.
+func TestDurableCacheWatchModelFsyncAlways(t *testing.T) {
+	_, c := newWatchCache(t, Config{CacheWatchHistoryBytes: 2 << 10, CacheWatchMaxBytes: 64 << 20,
+		Storage: &StorageConfig{Dir: t.TempDir(), Fsync: flog.FsyncAlways}})
+	testCacheWatchModel(t, c, false)
+}
+
 // TestDurableCacheWatchModelWithCompaction is the model test on a
 // log-backed cache whose log is compacted all along (small segments):
 // values are copied forward and segments dropped under the watches, and
@@ -296,7 +307,10 @@ func testCacheWatchModel(t *testing.T, c *Cache, compact bool) {
 		compactions <- 0
 	}
 	dropping := <-compactions
-	c.Sweep(now().Add(time.Hour)) // every remaining ttl ends with an expire
+	c.Sweep(now().Add(time.Hour))                              // every remaining ttl ends with an expire
+	if err := c.WaitStaged(context.Background()); err != nil { // the expiries reach watches once durable
+		t.Fatal(err)
+	}
 	close(done)
 	watchers.Wait()
 	<-refDone

@@ -9,18 +9,18 @@ import (
 
 // counterRecordVersion is the payload layout of the counter records
 // written today. The log record's kind says which record it is
-// (KindCounterDelta or KindCounterCheckpoint); both share one layout,
-// big-endian (docs/storage.md, "Counter records"):
+// (KindCounterDelta, KindCounterCheckpoint or KindCounterRemove); all
+// share one layout, big-endian (docs/storage.md, "Counter records"):
 //
 //	version  u8   1
 //	key_len  u16
 //	key      key_len bytes
-//	value    i64  a delta's signed delta; a checkpoint's sum
+//	value    i64  a delta's signed delta; a checkpoint's sum; 0 in a remove
 const counterRecordVersion = 1
 
 // counterRecord is the payload of one record of a counter log.
 type counterRecord struct {
-	Kind  flog.Kind // KindCounterDelta or KindCounterCheckpoint
+	Kind  flog.Kind // KindCounterDelta, KindCounterCheckpoint or KindCounterRemove
 	Key   string
 	Value int64 // the delta, or the checkpoint's sum
 }
@@ -49,7 +49,7 @@ func (e *counterRecordError) Error() string { return "core: counter record: " + 
 // every length before it slices and allocates only the key. n is the
 // bytes consumed (all of b: trailing bytes are an error).
 func parseCounterRecord(kind flog.Kind, b []byte) (counterRecord, int, error) {
-	if kind != flog.KindCounterDelta && kind != flog.KindCounterCheckpoint {
+	if kind != flog.KindCounterDelta && kind != flog.KindCounterCheckpoint && kind != flog.KindCounterRemove {
 		return counterRecord{}, 0, &counterRecordError{reason: fmt.Sprintf("kind %v is not a counter record", kind)}
 	}
 	if len(b) < 3 {

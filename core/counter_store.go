@@ -132,7 +132,7 @@ func OpenCounterStore(o CounterStoreOptions) (*CounterStore, error) {
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}
 	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS})
+		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS, BufferAppends: true})
 	if err != nil {
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}
@@ -168,8 +168,12 @@ func (s *CounterStore) fold(from, to uint64) error {
 			if err != nil {
 				return fmt.Errorf("record at offset %d: %w", recs[i].Offset, err)
 			}
-			if rec.Kind == flog.KindCounterCheckpoint {
+			switch rec.Kind {
+			case flog.KindCounterCheckpoint:
 				s.sums[rec.Key] = rec.Value
+				continue
+			case flog.KindCounterRemove:
+				delete(s.sums, rec.Key)
 				continue
 			}
 			sum, ok := addInt64(s.sums[rec.Key], rec.Value)
@@ -233,6 +237,37 @@ func (s *CounterStore) AppendAdd(key string, delta int64) (int64, CounterWrite, 
 	}
 	s.sums[key] = sum
 	return sum, w, nil
+}
+
+// AppendForget appends a remove record for every counter whose key in
+// reports and forgets them (they read as never written), returning how
+// many: for a placement shard the broker no longer holds, so that a
+// restart does not bring its counters back. A log that refuses the
+// records leaves the counters in place and is the error.
+func (s *CounterStore) AppendForget(in func(key string) bool) (int, CounterWrite, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	var entries []flog.Entry
+	for k := range s.sums {
+		if in(k) {
+			rec := counterRecord{Kind: flog.KindCounterRemove, Key: k}
+			keys = append(keys, k)
+			entries = append(entries, flog.Entry{Kind: flog.KindCounterRemove, Payload: rec.Append(make([]byte, 0, rec.Len()))})
+		}
+	}
+	if len(entries) == 0 {
+		return 0, CounterWrite{}, nil
+	}
+	w, err := s.appendLocked(entries...)
+	if err != nil {
+		return 0, CounterWrite{}, err
+	}
+	for _, k := range keys {
+		delete(s.sums, k)
+		s.indexBytes -= counterCost(k)
+	}
+	return len(keys), w, nil
 }
 
 // Add is AppendAdd then Wait: it returns the sum once the delta is

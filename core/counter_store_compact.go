@@ -83,9 +83,17 @@ func (s *CounterStore) checkpoint(keys []string) error {
 	entries := make([]flog.Entry, len(keys))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, k := range keys {
-		rec := counterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: s.sums[k]}
-		entries[i] = flog.Entry{Kind: flog.KindCounterCheckpoint, Payload: rec.Append(make([]byte, 0, rec.Len()))}
+	entries = entries[:0]
+	for _, k := range keys {
+		sum, ok := s.sums[k]
+		if !ok {
+			continue // forgotten since the point: a checkpoint would bring it back
+		}
+		rec := counterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: sum}
+		entries = append(entries, flog.Entry{Kind: flog.KindCounterCheckpoint, Payload: rec.Append(make([]byte, 0, rec.Len()))})
+	}
+	if len(entries) == 0 {
+		return nil
 	}
 	_, err := s.appendLocked(entries...)
 	return err

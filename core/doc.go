@@ -132,9 +132,15 @@
 //     under the fsync policy; Get, GetVersioned and a refused condition
 //     return once every write appended before them is, so no answer
 //     reflects a write a crash could still take back.
-//  3. A resume older than the in-memory history is read from the log; one
-//     below what compaction kept (or too far back for the watch's bound)
-//     is a resnapshot.
+//  3. A change reaches the history and the watches only once the log's
+//     durable offset passes it (cache_log.go: after its fsync under
+//     FsyncAlways, once written under FsyncPeriodic and FsyncNone), in
+//     offset order, released by the log's flusher (OnDurable), by
+//     WaitStaged, or by the append itself; a retained start's values wait
+//     for its state offset likewise. A resume older than the in-memory
+//     history is read from the log up to the released offset; one below
+//     what compaction kept (or too far back for the watch's bound) is a
+//     resnapshot. A log that fails ends the cache's watches.
 //  4. Compaction copies cold values forward (records carrying their
 //     versions, which are not changes: offsets may skip them) and drops
 //     whole segments; it never rewrites or renumbers a record.

@@ -19,6 +19,8 @@ var coreHelp = map[string]string{
 	"felix_cache_watch_lagged_total":            "Cache watches ended because they fell behind the change history.",
 	"felix_cache_watch_history_bytes":           "Bytes held in the cache watch change history.",
 	"felix_cache_watch_queued_bytes":            "Bytes of changes queued for cache watchers and not yet delivered.",
+	"felix_cache_conditional_writes_total":      "Conditional cache writes (op put_if or delete_if) by outcome when their condition was decided: applied, refused (the condition did not hold), or error (refused by a bound or the log before or after the check).",
+	"felix_counter_adds_total":                  "Counter adds appended to a counter log (refused adds, such as an overflow, are not counted).",
 	"felix_cache_index_bytes":                   "Accounted memory of the key indexes of the open log-backed cache shards (88 bytes plus the key per live key).",
 }
 
@@ -51,6 +53,12 @@ type coreMetrics struct {
 	cacheWatches        *metrics.Gauge
 	cacheWatchDelivered *metrics.Counter
 	cacheWatchLagged    *metrics.Counter
+
+	// condWrites counts conditional writes by op and outcome
+	// (felix_cache_conditional_writes_total); counterAdds the counter adds
+	// appended.
+	condWrites  condWriteMetrics
+	counterAdds *metrics.Counter
 
 	durable durableMetrics
 	// cacheIndex sums the index memory of the open log-backed cache
@@ -109,9 +117,48 @@ func newCoreMetrics() *coreMetrics {
 		cacheWatchDelivered: s.NewCounter("felix_cache_watch_changes_delivered_total"),
 		cacheWatchLagged:    s.NewCounter("felix_cache_watch_lagged_total"),
 	}
+	m.condWrites.register(s)
+	m.counterAdds = s.NewCounter("felix_counter_adds_total")
 	m.durable.register(s)
 	m.cacheIndex.register(s)
 	return m
+}
+
+// condOutcome is how a conditional write ended, for its metric.
+type condOutcome int
+
+const (
+	condApplied condOutcome = iota
+	condRefused
+	condError
+	condOutcomes
+)
+
+// condWriteMetrics are felix_cache_conditional_writes_total{op,outcome}:
+// index 0 is put_if, 1 delete_if.
+type condWriteMetrics [2][condOutcomes]*metrics.Counter
+
+func (c *condWriteMetrics) register(s *metrics.Set) {
+	for i, op := range []string{"put_if", "delete_if"} {
+		for o, outcome := range []string{"applied", "refused", "error"} {
+			c[i][o] = s.NewCounter(`felix_cache_conditional_writes_total{op="` + op + `",outcome="` + outcome + `"}`)
+		}
+	}
+}
+
+// count counts one conditional write (deleteIf says which op).
+func (c *condWriteMetrics) count(deleteIf bool, r CondResult, err error) {
+	op, o := 0, condApplied
+	if deleteIf {
+		op = 1
+	}
+	switch {
+	case err != nil:
+		o = condError
+	case !r.Applied:
+		o = condRefused
+	}
+	c[op][o].Inc()
 }
 
 // addWatchEnv exposes the byte counters of the broker's watch

@@ -119,7 +119,7 @@ func (l *Log) appendBatch(b *batch) (Appended, error) {
 	victims, err := l.maybeRollLocked(size)
 	var a Appended
 	if err == nil {
-		a, err = l.writeLocked(b)
+		a, err = l.writeLocked(b, size)
 	}
 	l.mu.Unlock()
 	l.removeSegments(victims)
@@ -164,9 +164,13 @@ func (l *Log) maybeRollLocked(size int64) ([]*segment, error) {
 	}
 	// The sealed segment is fsynced before its successor exists, so recovery
 	// never finds a torn record outside the last segment.
+	if err := l.writeBufferedLocked(); err != nil {
+		return nil, fmt.Errorf("log: roll: %w", err)
+	}
 	if err := l.fsyncLocked(act); err != nil {
 		return nil, fmt.Errorf("log: roll: %w", err)
 	}
+	l.releaseReserved(act)
 	l.advanceSyncedLocked(act.next)
 	next, err := l.createSegment(act.next)
 	if err != nil {
@@ -194,7 +198,15 @@ func (l *Log) advanceSyncedLocked(off uint64) {
 // writeLocked encodes and writes a batch to the active segment in one
 // write. On error it cuts the partial bytes away; if that fails the log
 // fails, because the file may now hold a record at an offset not consumed.
-func (l *Log) writeLocked(b *batch) (Appended, error) {
+func (l *Log) writeLocked(b *batch, size int64) (Appended, error) {
+	if l.buffering() {
+		return l.bufferLocked(b, size)
+	}
+	return l.writeNowLocked(b)
+}
+
+// writeNowLocked is writeLocked writing the batch at once.
+func (l *Log) writeNowLocked(b *batch) (Appended, error) {
 	act := l.active()
 	n := b.len()
 	buf := l.encBuf[:0]
@@ -205,6 +217,7 @@ func (l *Log) writeLocked(b *batch) (Appended, error) {
 	if cap(buf) <= 4<<20 {
 		l.encBuf = buf
 	}
+	l.stats.Writes++
 	w, err := act.f.Write(buf)
 	if err == nil && w != len(buf) {
 		err = io.ErrShortWrite
@@ -228,12 +241,142 @@ func (l *Log) writeLocked(b *batch) (Appended, error) {
 		l.next++
 	}
 	a.end = l.next
+	l.written = l.next
 	if l.opts.Fsync != FsyncAlways {
 		l.durable = l.next
 	}
 	l.stats.Appends++
 	l.stats.Records += uint64(n)
 	return a, nil
+}
+
+// buffering reports whether appends wait in buf for the flusher.
+func (l *Log) buffering() bool { return l.opts.BufferAppends && l.opts.Fsync == FsyncAlways }
+
+// bufferLocked is writeLocked for a log with BufferAppends: the batch is
+// encoded onto buf, taking its offsets, and written with the records
+// before it by the flusher's next fsync, or here once buf passes
+// MaxBufferedBytes. Its size bytes are first reserved in the segment
+// file (reserveLocked): a full disk refuses the batch here, consuming
+// nothing; a file or system that reserves nothing writes it at once. While
+// buffered records cannot be written for a full disk anyway, the batch is
+// refused unless writing them succeeds now.
+func (l *Log) bufferLocked(b *batch, size int64) (Appended, error) {
+	if l.stalled != nil {
+		if err := l.writeBufferedLocked(); err != nil {
+			return Appended{}, err
+		}
+	}
+	act := l.active()
+	if ok, err := l.reserveLocked(act, act.size+size); err != nil {
+		return Appended{}, err
+	} else if !ok {
+		if err := l.writeBufferedLocked(); err != nil {
+			return Appended{}, err
+		}
+		return l.writeNowLocked(b)
+	}
+	n := b.len()
+	a := Appended{Base: l.next, Count: uint32(n), TimeMicros: b.time, cuts: l.cuts}
+	pos := act.size
+	for i := range n {
+		m, p := b.record(i, l.next)
+		start := len(l.buf)
+		l.buf = appendRecord(l.buf, m, p)
+		act.noteRecord(pos, l.next, m.time, int64(len(l.buf)-start), l.opts.IndexIntervalBytes)
+		pos = act.size
+		l.next++
+	}
+	a.end = l.next
+	l.stats.Appends++
+	l.stats.Records += uint64(n)
+	if len(l.buf) >= MaxBufferedBytes {
+		// Taken either way: a full disk stalls them, a failure fails the log.
+		_ = l.writeBufferedLocked()
+	}
+	return a, nil
+}
+
+// reserveChunk is how much segment file a buffering log reserves at a
+// time.
+const reserveChunk = 1 << 20
+
+// reserveLocked makes sure the disk space of act's file up to end is
+// reserved (ok), reserving the next chunks if needed. A full disk is the
+// error (matching ErrNoSpace). ok is false, with no error, when the file
+// cannot reserve space (not an Allocator, or the system declines), and
+// the log stops trying.
+func (l *Log) reserveLocked(act *segment, end int64) (ok bool, err error) {
+	if end <= act.reserved {
+		return true, nil
+	}
+	al, can := act.f.(Allocator)
+	if !can || l.noReserve {
+		l.noReserve = true
+		return false, nil
+	}
+	upTo := (end + reserveChunk - 1) / reserveChunk * reserveChunk
+	if err := al.Allocate(act.reserved, upTo-act.reserved); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return false, wrapWriteErr(err)
+		}
+		l.opts.Logger.Info("log: cannot reserve segment space; appends are written at once", "dir", l.opts.Dir, "err", err)
+		l.noReserve = true
+		return false, nil
+	}
+	act.reserved = upTo
+	return true, nil
+}
+
+// releaseReserved gives back the space reserved past s's records (the
+// segment is sealed or closing); a failure only costs disk space.
+func (l *Log) releaseReserved(s *segment) {
+	if s.reserved <= s.size {
+		return
+	}
+	if err := s.f.Truncate(s.size); err != nil {
+		l.opts.Logger.Warn("log: release reserved space", "segment", s.name(), "err", err)
+		return
+	}
+	s.reserved = 0
+}
+
+// writeBufferedLocked writes buf to the active segment in one write. A
+// full disk cuts the partial bytes away and stalls the log: the records
+// stay in buf, later appends are refused until a write of them succeeds,
+// and their Waits wait. Any other error (or a failed cut) fails the log,
+// since the records' offsets are taken and their owner may have acted on
+// them: they are lost, and were never durable.
+func (l *Log) writeBufferedLocked() error {
+	if len(l.buf) == 0 {
+		return nil
+	}
+	act := l.active()
+	inFile := act.size - int64(len(l.buf))
+	l.stats.Writes++
+	w, err := act.f.Write(l.buf)
+	if err == nil && w != len(l.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		if w > 0 {
+			if terr := act.f.Truncate(inFile); terr != nil {
+				return l.failLocked(fmt.Errorf("truncate %s after failed write: %w", act.name(), terr))
+			}
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			l.stalled = wrapWriteErr(err)
+			return l.stalled
+		}
+		return l.failLocked(fmt.Errorf("write %s: %w", act.name(), err))
+	}
+	l.written, l.stalled = l.next, nil
+	if cap(l.buf) > 4*MaxBufferedBytes {
+		l.buf = nil
+	} else {
+		l.buf = l.buf[:0]
+	}
+	return nil
 }
 
 // wrapWriteErr makes a disk-full error match ErrNoSpace as well.

@@ -31,9 +31,19 @@
 //     the previous one ran); under FsyncPeriodic and FsyncNone it returns
 //     at once. FsyncPeriodic fsyncs every FsyncInterval, so a machine crash
 //     can lose up to that much acknowledged data; FsyncNone fsyncs only at
-//     Open, when a segment is sealed, on Sync and on Close.
+//     Open, when a segment is sealed, on Sync and on Close. An owner that
+//     must learn when records become durable without waiting for them
+//     (a cache releasing changes to its watches) sets Options.OnDurable,
+//     which the flusher calls after its runs, and calls SyncSoon after
+//     an append that no Wait will follow.
 //  4. A write error (ENOSPC included) consumes no offsets and leaves the
-//     log usable. A failed fsync, or a failed rollback after a write error,
+//     log usable. With Options.BufferAppends (FsyncAlways only) Append
+//     keeps the records in memory, readable, and the flusher writes every
+//     buffered record in one write before its fsync: a full disk then
+//     keeps them buffered and refuses later appends (ErrNoSpace, nothing
+//     consumed) until a retry writes them (the flusher retries every
+//     100 ms), their Waits waiting meanwhile; any other error writing them
+//     fails the log, and they are lost (no Wait reported them durable). A failed fsync, or a failed rollback after a write error,
 //     fails the log for good: every later Append returns an error wrapping
 //     ErrFailed, and so does every Wait for records no fsync covered.
 //     Reopen the directory to recover.

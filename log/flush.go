@@ -18,18 +18,40 @@ func (l *Log) runFlusher() {
 		defer t.Stop()
 		tickC = t.C
 	}
+	var told uint64 // the durable offset OnDurable was last given
+	toldFailed := false
+	var retryC <-chan time.Time // set while buffered records wait for disk space
 	for {
 		select {
 		case <-l.stopC:
 			return
 		case <-l.kickC:
 		case <-tickC:
+		case <-retryC:
 		}
 		_ = l.syncOnce() // a failure is recorded in the log and seen by every waiter
+		l.mu.Lock()
+		durable, err, stalled := l.durable, l.failErr, l.stalled != nil
+		l.mu.Unlock()
+		retryC = nil
+		if stalled {
+			retryC = time.After(stallRetryInterval)
+		}
+		if l.opts.OnDurable == nil {
+			continue
+		}
+		if durable != told || (err != nil) != toldFailed {
+			told, toldFailed = durable, err != nil
+			l.opts.OnDurable(durable, err)
+		}
 	}
 }
 
-// syncOnce fsyncs the active segment if it holds unsynced records. The
+// stallRetryInterval is how often the flusher tries again to write
+// buffered records a full disk refused.
+const stallRetryInterval = 100 * time.Millisecond
+
+// syncOnce writes the buffered records and fsyncs the active segment if it holds unsynced records. The
 // fsync runs without the lock, so appends continue meanwhile.
 func (l *Log) syncOnce() error {
 	l.mu.Lock()
@@ -37,11 +59,15 @@ func (l *Log) syncOnce() error {
 		l.mu.Unlock()
 		return err
 	}
-	if l.synced >= l.next {
+	if err := l.writeBufferedLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	if l.synced >= l.written {
 		l.mu.Unlock()
 		return nil
 	}
-	seg, target, cuts := l.active(), l.next, l.cuts
+	seg, target, cuts := l.active(), l.written, l.cuts
 	seg.syncers++ // keeps retention from deleting it under the fsync
 	l.mu.Unlock()
 
@@ -78,6 +104,12 @@ func (l *Log) kick() {
 	default:
 	}
 }
+
+// SyncSoon wakes the flusher to fsync what is written, without waiting:
+// for an owner whose records must become durable under FsyncAlways when
+// nobody calls Wait for them (Wait does it itself). It does nothing
+// under FsyncNone, which has no flusher.
+func (l *Log) SyncSoon() { l.kick() }
 
 // Wait blocks until a is durable under the policy: under FsyncAlways until
 // an fsync covered it; under the other policies it returns at once, since

@@ -39,6 +39,16 @@ type File interface {
 	Stat() (os.FileInfo, error)
 }
 
+// Allocator is a File that can reserve disk space ahead of its writes.
+// A log with BufferAppends buffers only on files that are Allocators, so
+// that a full disk refuses an append when it is made rather than when its
+// buffered bytes are written.
+type Allocator interface {
+	// Allocate reserves size bytes from off without changing the file's
+	// size, so writes into them cannot fail for want of space.
+	Allocate(off, size int64) error
+}
+
 // OSFS returns the real operating-system file system.
 func OSFS() FS { return osFS{} }
 
@@ -49,8 +59,14 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
+
+// osFile is an *os.File that reserves space where the system can (see
+// allocate_*.go).
+type osFile struct{ *os.File }
+
+func (f osFile) Allocate(off, size int64) error { return allocate(f.File, off, size) }
 
 func (osFS) Remove(name string) error                     { return os.Remove(name) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }

@@ -24,6 +24,8 @@ type faultFS struct {
 	FS
 	mu        sync.Mutex
 	budget    int64 // bytes segment writes may still use; < 0 means unlimited
+	writeErr  error // when set, segment writes fail with it
+	allocErr  error // when set, segment space reservations fail with it
 	syncErr   error
 	syncGate  chan struct{} // when non-nil, fsyncs wait for it to close
 	syncCalls atomic.Int64
@@ -62,6 +64,10 @@ type faultFile struct {
 
 func (f *faultFile) Write(b []byte) (int, error) {
 	f.fs.mu.Lock()
+	if werr := f.fs.writeErr; werr != nil {
+		f.fs.mu.Unlock()
+		return 0, werr
+	}
 	budget := f.fs.budget
 	if budget >= 0 {
 		f.fs.budget = max(0, budget-int64(len(b)))
@@ -75,6 +81,23 @@ func (f *faultFile) Write(b []byte) (int, error) {
 		return n, err
 	}
 	return n, &os.PathError{Op: "write", Path: "segment", Err: syscall.ENOSPC}
+}
+
+// Allocate reserves space through the real file (whose writes the
+// budget still limits, like a file system that does not honour
+// reservations), or fails with allocErr.
+func (f *faultFile) Allocate(off, size int64) error {
+	f.fs.mu.Lock()
+	aerr := f.fs.allocErr
+	f.fs.mu.Unlock()
+	if aerr != nil {
+		return aerr
+	}
+	al, ok := f.File.(Allocator)
+	if !ok {
+		return errors.New("not an Allocator")
+	}
+	return al.Allocate(off, size)
 }
 
 func (f *faultFile) Truncate(size int64) error {
@@ -171,8 +194,11 @@ func openChecked(t testing.TB, o Options, wantFailed bool) *Log {
 func (l *Log) check() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.synced > l.next || l.durable > l.next {
-		return fmt.Errorf("synced %d durable %d next %d", l.synced, l.durable, l.next)
+	if l.synced > l.written || l.written > l.next || l.durable > l.next {
+		return fmt.Errorf("synced %d written %d durable %d next %d", l.synced, l.written, l.durable, l.next)
+	}
+	if (len(l.buf) == 0) != (l.written == l.next) {
+		return fmt.Errorf("%d bytes buffered, written %d, next %d", len(l.buf), l.written, l.next)
 	}
 	if len(l.segs) == 0 {
 		return errors.New("no segments")

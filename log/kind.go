@@ -33,9 +33,12 @@ const (
 	// KindCounterCheckpoint sets a counter to the sum it had when
 	// compaction wrote it; the deltas before it may then be dropped.
 	KindCounterCheckpoint Kind = 0x15
+	// KindCounterRemove forgets a counter (its placement shard left the
+	// broker): it reads as never written until an add writes it again.
+	KindCounterRemove Kind = 0x16
 
 	// 0x02–0x0f: more stream and replication kinds.
-	// 0x16–0x1f: more cache kinds.
+	// 0x17–0x1f: more cache kinds.
 	// 0x20–0x2f: reserved for idempotent-producer state.
 	// 0x30–0x3f: reserved for consumer groups (cursors, dead letters).
 	// 0x40–0xff: unassigned.
@@ -43,7 +46,7 @@ const (
 
 // String names a kind: "data", "generation-start", "cache-put",
 // "cache-tombstone", "cache-expiry", "cache-copy", "counter-delta",
-// "counter-checkpoint", or "kind(0xNN)" for one this build
+// "counter-checkpoint", "counter-remove", or "kind(0xNN)" for one this build
 // has no name for.
 func (k Kind) String() string {
 	switch k {
@@ -63,6 +66,8 @@ func (k Kind) String() string {
 		return "counter-delta"
 	case KindCounterCheckpoint:
 		return "counter-checkpoint"
+	case KindCounterRemove:
+		return "counter-remove"
 	}
 	return fmt.Sprintf("kind(0x%02x)", uint8(k))
 }

@@ -25,13 +25,24 @@ type Log struct {
 	// Guarded by mu. Invariant: segs is non-empty, contiguous (each base is
 	// the previous segment's next) and the last one is the active segment.
 	segs []*segment
-	// Invariant: synced ≤ next and durable ≤ next. synced is what fsync has
-	// covered; durable is what Wait reports durable under the policy.
-	next, synced, durable uint64
-	failErr               error
-	closed                bool
-	retention             Retention
-	syncedC               chan struct{} // closed and replaced when synced/durable advance, a truncation, or the log fails
+	// Invariant: synced ≤ written ≤ next and durable ≤ next. written is
+	// one past the last record in the files: below next only while the
+	// records [written, next) wait in buf (BufferAppends), at the active
+	// segment's end. synced is what fsync has covered; durable is what
+	// Wait reports durable under the policy.
+	next, written, synced, durable uint64
+	// buf holds the encoded records [written, next); stalled is the
+	// full-disk error of the last attempt to write them, while they
+	// cannot be (new appends are refused with it).
+	buf     []byte
+	stalled error
+	// noReserve is set once the active segment's file could not reserve
+	// space: appends are then written at once.
+	noReserve bool
+	failErr   error
+	closed    bool
+	retention Retention
+	syncedC   chan struct{} // closed and replaced when synced/durable advance, a truncation, or the log fails
 	// cuts counts the truncations that removed records; cutLog holds the
 	// offsets the last min(cuts, maxCutLog) of them cut back to, oldest
 	// first, so Wait can tell whether an append's records survived.
@@ -50,6 +61,7 @@ type Stats struct {
 	Fsyncs          uint64 // fsyncs of segment files
 	FsyncNanos      uint64 // total time spent in those fsyncs
 	LastFsyncNanos  uint64
+	Writes          uint64 // writes of records to segment files (several records each with BufferAppends)
 	TruncatedAtOpen bool
 }
 
@@ -136,7 +148,7 @@ func (l *Log) adopt(rec *recovery) error {
 	if err := act.f.Sync(); err != nil {
 		return fmt.Errorf("log: open: fsync %s: %w", act.name(), err)
 	}
-	l.next, l.synced, l.durable = act.next, act.next, act.next
+	l.next, l.written, l.synced, l.durable = act.next, act.next, act.next, act.next
 	l.removeOrphanIndexes()
 	if rec.badMarker {
 		// Torn while being written: the truncation it was for never began.
@@ -335,11 +347,17 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.failErr
+	if err == nil {
+		err = l.writeBufferedLocked()
+	}
 	act := l.active()
 	if err == nil {
 		if err = l.fsyncLocked(act); err == nil {
 			l.synced, l.durable = l.next, l.next
 		}
+	}
+	if err == nil {
+		l.releaseReserved(act)
 	}
 	if err == nil {
 		if ierr := writeIndexes(l.fs, act, act.offIdx, act.timeIdx); ierr != nil {

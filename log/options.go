@@ -100,7 +100,31 @@ type Options struct {
 	// FS is the file system; nil means the real one (OSFS). Tests inject
 	// faults through it.
 	FS FS
+	// OnDurable, when set, is called by the flusher goroutine after each
+	// of its runs (an fsync, or a wake that found nothing to fsync) in
+	// which DurableOffset or the log's failure changed since its last
+	// call: durable is DurableOffset, err the failure (nil while the log
+	// works). It runs without the log's lock and may call any method but
+	// Close; it must not block for long, since fsyncs wait for it. An
+	// advance an Append makes itself (every append under FsyncPeriodic,
+	// a segment roll's fsync) is reported on the flusher's next run at
+	// the earliest: the appender reads DurableOffset. There is no flusher
+	// under FsyncNone, so it is never called there.
+	OnDurable func(durable uint64, err error)
+	// BufferAppends, under FsyncAlways, keeps appended records in memory
+	// until the flusher's next fsync writes them all in one write (or a
+	// read, a roll, Sync, TruncateTo or Close needs them in the file, or
+	// they pass MaxBufferedBytes): group commit for owners that append one
+	// record per request. It is ignored under the other policies, whose
+	// Wait promises the bytes are in the OS when Append returns. See the
+	// package documentation for what a failed write of buffered records
+	// does.
+	BufferAppends bool
 }
+
+// MaxBufferedBytes is what a log with BufferAppends holds in memory
+// before an append writes it.
+const MaxBufferedBytes = 1 << 20
 
 // withDefaults returns a copy of o with every zero value filled in.
 func (o Options) withDefaults() Options {

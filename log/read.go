@@ -39,12 +39,23 @@ func (l *Log) snapshotCuts() ([]segView, uint64, uint64, uint64, error) {
 	if l.closed {
 		return nil, 0, 0, 0, ErrClosed
 	}
+	if l.failErr == nil {
+		// Readers read the files: buffered records go there first. A
+		// full disk leaves them out of the views until they can.
+		_ = l.writeBufferedLocked()
+	}
 	views := make([]segView, len(l.segs))
 	for i, s := range l.segs {
 		views[i] = segView{seg: s, f: s.f, base: s.base, next: s.next, size: s.size, records: s.records,
 			maxTime: s.maxTime, offIdx: s.offIdx[:len(s.offIdx):len(s.offIdx)], timeIdx: s.timeIdx[:len(s.timeIdx):len(s.timeIdx)]}
 	}
-	return views, l.startLocked(), l.next, l.cuts, nil
+	if len(l.buf) > 0 {
+		v := &views[len(views)-1]
+		v.size -= int64(len(l.buf))
+		v.records -= v.next - l.written
+		v.next = l.written
+	}
+	return views, l.startLocked(), l.written, l.cuts, nil
 }
 
 // Read returns the records with offsets in [from, min(end, NextOffset)),

@@ -53,6 +53,9 @@ type segment struct {
 	offIdx     []offsetEntry
 	timeIdx    []timeEntry
 	sinceIndex int64 // record bytes since the last index entry
+	// reserved is the file position up to which disk space is reserved
+	// for buffered appends (log.reserveLocked); 0 when none is.
+	reserved int64
 	// syncers counts fsyncs running on f without the lock; retention does
 	// not delete a segment while it is non-zero.
 	syncers int

@@ -45,6 +45,9 @@ func (l *Log) TruncateTo(off uint64) error {
 	if off == l.next {
 		return nil
 	}
+	if err := l.writeBufferedLocked(); err != nil {
+		return fmt.Errorf("log: truncate: %w", err)
+	}
 	if err := l.writeMarkerLocked(off); err != nil {
 		return err
 	}
@@ -98,7 +101,7 @@ func (l *Log) cutLocked(off uint64) error {
 		l.opts.Logger.Warn("log: write index after truncation", "segment", s.name(), "err", err)
 	}
 	l.segs = l.segs[:keep+1]
-	l.next = off
+	l.next, l.written = off, off
 	// The fsync after the cut covered the kept segment, and every segment
 	// before it was fsynced when it was sealed: all that remains is synced.
 	l.synced = off

@@ -129,3 +129,16 @@ func (f *crashFile) Sync() error {
 	}
 	return f.File.Sync()
 }
+
+// Allocate reserves space like the wrapped file (a mutating operation:
+// it fails from the crash point on); a file that cannot reserve says so.
+func (f *crashFile) Allocate(off, size int64) error {
+	al, ok := f.File.(flog.Allocator)
+	if !ok {
+		return errNoAllocate
+	}
+	if ok, _ := f.fs.step(); !ok {
+		return errCrashed
+	}
+	return al.Allocate(off, size)
+}

@@ -3,6 +3,7 @@
 package faultfs
 
 import (
+	"errors"
 	"os"
 	"sync"
 
@@ -67,4 +68,18 @@ func (f *hangFile) Sync() error {
 		<-gate
 	}
 	return f.File.Sync()
+}
+
+// Allocate passes a space reservation through to the wrapped file.
+func (f *hangFile) Allocate(off, size int64) error { return allocate(f.File, off, size) }
+
+// errNoAllocate answers a reservation on a file that cannot make one.
+var errNoAllocate = errors.New("faultfs: the wrapped file reserves no space")
+
+// allocate reserves space through f if it can.
+func allocate(f flog.File, off, size int64) error {
+	if al, ok := f.(flog.Allocator); ok {
+		return al.Allocate(off, size)
+	}
+	return errNoAllocate
 }
