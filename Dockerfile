@@ -32,7 +32,7 @@ VOLUME ["/data"]
 # HTTP unless FELIX_CONTROLPLANE_TLS_CERT/_KEY are set: publish it only where
 # you trust the network). 8080/tcp: /metrics, /live and /ready. scratch holds
 # no HTTP client for a HEALTHCHECK: probe /live and /ready from outside.
-EXPOSE 5000/udp 5080/tcp 8080/tcp
+EXPOSE 5000/udp 5000/tcp 5080/tcp 8080/tcp
 
 # SIGTERM drains gracefully (docs/operations.md); give `docker stop` longer
 # than --shutdown-timeout (10s), e.g. `docker stop -t 15`.
