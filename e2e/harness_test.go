@@ -117,6 +117,7 @@ func (p *proc) waitOutput(t testing.TB, what, awaited string, within time.Durati
 
 type clientJSON struct {
 	BrokerAddr      string `json:"broker_addr"`
+	BrokerTCPAddr   string `json:"broker_tcp_addr"`
 	ControlPlaneURL string `json:"controlplane_url"`
 	CAFile          string `json:"ca_file"`
 	TokenFile       string `json:"token_file"`

@@ -90,3 +90,39 @@ func TestTCPConnectionResetEndsSubscriptionLoudly(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterClientOverTCPFindsATCPListenerOnItsOwnPort: a broker whose
+// TLS-over-TCP listener is on another port than its QUIC one
+// (FELIX_TCP_LISTEN) names it in client.json and in the topology, and a
+// ClusterClient over TCP seeded with it reaches the owner there: the
+// owner's connection is made to the topology's TCP address, not to the
+// QUIC address's port.
+func TestClusterClientOverTCPFindsATCPListenerOnItsOwnPort(t *testing.T) {
+	n := startServe(t, "FELIX_TCP_LISTEN=127.0.0.1:0")
+	tcpAddr := n.client.BrokerTCPAddr
+	if tcpAddr == "" || tcpAddr == n.client.BrokerAddr {
+		t.Fatalf("client.json broker_tcp_addr %q beside broker_addr %q: want a port of its own", tcpAddr, n.client.BrokerAddr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n.mustFelix(ctx, "admin", "stream", "create", "owntcp")
+	cfg := n.sdkConfig(n.adminToken())
+	cfg.Transport, cfg.ServerName = felix.TransportTCP, "127.0.0.1"
+	cc, err := felix.ConnectCluster(ctx, []string{tcpAddr}, cfg)
+	if err != nil {
+		t.Fatalf("connect over TCP to %s: %v", tcpAddr, err)
+	}
+	defer cc.Close()
+	eventually(t, 20*time.Second, "a publish routed to the owner over TCP", func() bool {
+		_, err = cc.PublishAcked(ctx, "default", "owntcp", []byte("x"), felix.AckPerMessage)
+		return err == nil
+	})
+	if got := cc.Brokers(); got["broker-1"] != n.client.BrokerAddr {
+		t.Fatalf("topology %v, want broker-1 at %s", got, n.client.BrokerAddr)
+	}
+	// The owner's own connection (named by its node id, made for its
+	// topology address) lives: it was dialled at the TCP address.
+	if got := cc.ConnectionsPerNode(); got["broker-1"] != 1 {
+		t.Fatalf("connections per node %v: want one to broker-1 over TCP", got)
+	}
+}

@@ -65,6 +65,10 @@ type BrokerRegistration struct {
 	ClientAddrs []string `json:"client_addrs"`
 	// PeerAddr is its broker-to-broker listener ("" until peer links exist).
 	PeerAddr string `json:"peer_addr,omitempty"`
+	// TCPAddr is its TLS-over-TCP client listener when that is not on the
+	// first client address's host and port ("" when it is, or when it
+	// has none): a Felix-Go field.
+	TCPAddr string `json:"tcp_addr,omitempty"`
 	// Zone is its failure domain (FELIX_NODE_ZONE), "" when unset.
 	Zone string `json:"zone,omitempty"`
 	// Region is its region (FELIX_NODE_REGION), "" when unset.

@@ -21,7 +21,7 @@ func clusterSamples() []Message {
 	return []Message{
 		&Topology{},
 		&Topology{RequestID: u64p(5)},
-		&TopologyView{Brokers: []TopologyBroker{{NodeID: "broker-1", Addr: "10.0.0.5:5000"}, {NodeID: "broker-2", Addr: "10.0.0.6:5000"}}, RequestID: u64p(5)},
+		&TopologyView{Brokers: []TopologyBroker{{NodeID: "broker-1", Addr: "10.0.0.5:5000"}, {NodeID: "broker-2", Addr: "10.0.0.6:5000", TCPAddr: "10.0.0.6:5443"}}, RequestID: u64p(5)},
 		&TopologyView{Brokers: []TopologyBroker{}},
 		&NotLeader{NodeID: "broker-2", Addr: "10.0.0.6:5000", Generation: 7},
 		&NotLeader{NodeID: "broker-2", Addr: "10.0.0.6:5000", Generation: 1<<64 - 1, RequestID: u64p(12)},

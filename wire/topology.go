@@ -22,6 +22,9 @@ type TopologyBroker struct {
 	NodeID string `json:"node_id"`
 	// Addr is the host:port a client reaches it at.
 	Addr string `json:"addr"`
+	// TCPAddr is where a client reaches it over TLS on TCP, when that is
+	// not Addr's host and port (a Felix-Go field; absent otherwise).
+	TCPAddr string `json:"tcp_addr,omitempty"`
 }
 
 // TopologyView answers topology. An empty Brokers is not an error: the

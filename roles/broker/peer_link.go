@@ -11,7 +11,7 @@ import (
 // joinCluster starts the peer listener (when configured), then makes
 // the first registration, which names the listener's address. On an
 // error nothing is left running.
-func (s *Server) joinCluster(ctx context.Context, ln net.Addr) (*peer.Endpoint, *registration, bool, error) {
+func (s *Server) joinCluster(ctx context.Context, ln, tcpLn net.Addr) (*peer.Endpoint, *registration, bool, error) {
 	sid := ""
 	if s.registry != nil || s.cfg.Peer.Addr != "" {
 		var err error
@@ -27,7 +27,7 @@ func (s *Server) joinCluster(ctx context.Context, ln net.Addr) (*peer.Endpoint, 
 	if pe != nil {
 		peerAddr = pe.Addr()
 	}
-	reg, registered, err := s.registerAtStart(ctx, ln, peerAddr, sid)
+	reg, registered, err := s.registerAtStart(ctx, ln, tcpLn, peerAddr, sid)
 	if err != nil && pe != nil {
 		pe.Close()
 	}

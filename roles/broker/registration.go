@@ -207,9 +207,9 @@ func registrationRefused(err error) bool {
 }
 
 // prepareRegistration builds the registration for a client listener at
-// ln and a peer listener at peerLn (nil without one), with storage
-// identity sid.
-func (s *Server) prepareRegistration(ln, peerLn net.Addr, sid string) *registration {
+// ln, a TLS-over-TCP listener at tcpLn and a peer listener at peerLn (nil
+// without one), with storage identity sid.
+func (s *Server) prepareRegistration(ln, tcpLn, peerLn net.Addr, sid string) *registration {
 	n := s.cfg.Node
 	if n.ID == "" {
 		n.ID = DefaultNodeID
@@ -218,10 +218,27 @@ func (s *Server) prepareRegistration(ln, peerLn net.Addr, sid string) *registrat
 	if every <= 0 {
 		every = DefaultHeartbeatInterval
 	}
+	client := advertised(n.AdvertiseAddr, ln)
 	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, renew: s.routes.Renew, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
-		NodeID: n.ID, ClientAddrs: []string{advertised(n.AdvertiseAddr, ln)}, Zone: n.Zone, Region: n.Region,
+		NodeID: n.ID, ClientAddrs: []string{client}, Zone: n.Zone, Region: n.Region,
 		Features: ImplementedFleetFeatures, StorageID: sid, PeerAddr: advertised(s.cfg.Peer.AdvertiseAddr, peerLn),
+		TCPAddr: tcpAdvertised(client, tcpLn),
 	}}
+}
+
+// tcpAdvertised is the TCP address to register beside the client address
+// client: "" when the TCP listener at tcpLn shares client's port number
+// (clients reach it at client), else client's host with its port.
+func tcpAdvertised(client string, tcpLn net.Addr) string {
+	tcp, ok := tcpLn.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(client)
+	if err != nil || port == fmt.Sprint(tcp.Port) {
+		return ""
+	}
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port))
 }
 
 // register makes one registration call.
@@ -297,11 +314,11 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 // registerAtStart makes the first registration (nothing without a
 // registry). A refusal fails the start; a control plane that does not
 // answer is retried by the heartbeat task.
-func (s *Server) registerAtStart(ctx context.Context, ln, peerLn net.Addr, sid string) (*registration, bool, error) {
+func (s *Server) registerAtStart(ctx context.Context, ln, tcpLn, peerLn net.Addr, sid string) (*registration, bool, error) {
 	if s.registry == nil {
 		return nil, false, nil
 	}
-	reg := s.prepareRegistration(ln, peerLn, sid)
+	reg := s.prepareRegistration(ln, tcpLn, peerLn, sid)
 	err := reg.register(ctx)
 	switch {
 	case registrationRefused(err):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -205,5 +206,23 @@ func TestBrokerRefusedRegistration(t *testing.T) {
 	}
 	if err := receive(t, fatal, "fatal refusal"); !strings.Contains(err.Error(), "duplicate node id") {
 		t.Fatalf("fatal error %v", err)
+	}
+}
+
+// TestTCPAdvertised: a TCP listener on the client address's port is not
+// registered apart; one on another port is, at the client address's host.
+func TestTCPAdvertised(t *testing.T) {
+	for _, tc := range []struct {
+		client string
+		tcp    net.Addr
+		want   string
+	}{
+		{"felix-1:5000", &net.TCPAddr{IP: net.IPv4zero, Port: 5000}, ""},
+		{"felix-1:5000", &net.TCPAddr{IP: net.IPv4zero, Port: 5443}, "felix-1:5443"},
+		{"felix-1:5000", nil, ""},
+	} {
+		if got := tcpAdvertised(tc.client, tc.tcp); got != tc.want {
+			t.Errorf("tcpAdvertised(%q, %v) = %q, want %q", tc.client, tc.tcp, got, tc.want)
+		}
 	}
 }

@@ -156,7 +156,7 @@ func (t *routeTable) Apply(v wire.ClusterView) (gained, lost []OwnedShard) {
 	for _, b := range v.Brokers {
 		nv.brokers[b.NodeID] = b
 		if b.State.Serving() && len(b.ClientAddrs) > 0 && b.ClientAddrs[0] != "" {
-			nv.topology = append(nv.topology, wire.TopologyBroker{NodeID: b.NodeID, Addr: b.ClientAddrs[0]})
+			nv.topology = append(nv.topology, wire.TopologyBroker{NodeID: b.NodeID, Addr: b.ClientAddrs[0], TCPAddr: b.TCPAddr})
 		}
 	}
 	for _, a := range v.Assignments {

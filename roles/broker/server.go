@@ -214,7 +214,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pe, reg, registered, err := s.joinCluster(ctx, lns[0].Addr())
+	var tcpLn net.Addr
+	if len(lns) > 1 {
+		tcpLn = lns[1].Addr()
+	}
+	pe, reg, registered, err := s.joinCluster(ctx, lns[0].Addr(), tcpLn)
 	if err != nil {
 		closeAll(lns)
 		return err

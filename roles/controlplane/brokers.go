@@ -87,9 +87,9 @@ func validateRegistration(reg wire.BrokerRegistration) error {
 	if n := len(reg.ClientAddrs); n == 0 || n > maxClientAddrs {
 		p.add("client_addrs", "%d addresses; send 1 to %d", n, maxClientAddrs)
 	}
-	for _, a := range append(append([]string{}, reg.ClientAddrs...), reg.PeerAddr) {
+	for _, a := range append(append([]string{}, reg.ClientAddrs...), reg.PeerAddr, reg.TCPAddr) {
 		if len(a) > maxAddrLen || strings.ContainsFunc(a, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			p.add("client_addrs, peer_addr", "%q is not an address", a)
+			p.add("client_addrs, peer_addr, tcp_addr", "%q is not an address", a)
 		}
 	}
 	if slices.Contains(reg.ClientAddrs, "") {

@@ -83,6 +83,7 @@ func viewTag(clusterID string, st catalog.ClusterState) string {
 			put(a)
 		}
 		put(b.PeerAddr)
+		put(b.TCPAddr)
 		put(b.StorageID)
 	}
 	return fmt.Sprintf("%d-%x", st.Revision, h.Sum(nil)[:10])

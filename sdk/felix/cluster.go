@@ -84,6 +84,10 @@ type ClusterClient struct {
 	conns   map[string]*brokerConn // by address: at most one per broker
 	handles map[*Client]*Client    // an identity's handle on each gateway connection
 	brokers map[string]string      // node id -> address, from the last topology
+	// tcpAddrs maps a broker's address to its TLS-over-TCP address, for
+	// the brokers whose topology entry names one (a TCP listener on
+	// another port); the others share their address's port.
+	tcpAddrs map[string]string
 	// serverNames is the TLS name of an address a host name resolved
 	// to: the name, not the IP, is what the broker's certificate carries.
 	serverNames map[string]string
@@ -350,10 +354,12 @@ func (cc *ClusterClient) connTo(ctx context.Context, addr string) (*Client, erro
 func (cc *ClusterClient) dial(addr string, bc *brokerConn) {
 	defer cc.wg.Done()
 	cfg := cc.cfg
-	// Every broker is reached at its topology address; its TCP listener
-	// shares that port (Config.TCPAddr names one broker only).
-	cfg.Addr, cfg.TCPAddr = addr, ""
+	// Every broker is reached at its topology address; over TCP at the
+	// address its topology entry names, else the same one (Config.TCPAddr
+	// names one broker only).
+	cfg.Addr = addr
 	cc.mu.Lock()
+	cfg.TCPAddr = cc.tcpAddrs[addr]
 	if name, ok := cc.serverNames[addr]; ok && cfg.ServerName == "" {
 		cfg.ServerName = name
 	}

@@ -20,11 +20,15 @@ func (cc *ClusterClient) refreshTopology(ctx context.Context) {
 		return
 	}
 	brokers := make(map[string]string, len(list))
+	tcpAddrs := map[string]string{}
 	for _, b := range list {
 		brokers[b.NodeID] = b.Addr
+		if b.TCPAddr != "" {
+			tcpAddrs[b.Addr] = b.TCPAddr
+		}
 	}
 	cc.mu.Lock()
-	cc.brokers = brokers
+	cc.brokers, cc.tcpAddrs = brokers, tcpAddrs
 	cc.mu.Unlock()
 }
 
