@@ -103,8 +103,9 @@ func Dial(ctx context.Context, kind transport.Kind, addr string, tlsConf *tls.Co
 
 // DialAuto dials quicAddr over QUIC. When QUIC has not connected within
 // fallback, or failed sooner, it dials tcpAddr over TCP as well, and the
-// first connection made wins; a later one is closed. It fails only when
-// both fail, with both errors.
+// first connection made wins; the other dial is cancelled and waited for,
+// and a connection it made anyway is closed. It fails only when both
+// fail, with both errors.
 func DialAuto(ctx context.Context, quicAddr, tcpAddr string, fallback time.Duration, tlsConf *tls.Config, cfg transport.Config) (transport.Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -132,8 +133,8 @@ func DialAuto(ctx context.Context, quicAddr, tcpAddr string, fallback time.Durat
 		case r := <-results:
 			pending--
 			if r.err == nil {
-				cancel() // the other dial gives up
-				go closeLate(results, pending)
+				cancel()                    // the other dial gives up at once...
+				closeLate(results, pending) // ...and is waited for here
 				return r.c, nil
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", r.kind, r.err))
@@ -143,8 +144,9 @@ func DialAuto(ctx context.Context, quicAddr, tcpAddr string, fallback time.Durat
 	return nil, errors.Join(errs...)
 }
 
-// closeLate closes the connections the n dials still running make after
-// another one won.
+// closeLate waits for the n dials still running once another one won
+// (their context is cancelled, so they end promptly) and closes a
+// connection one of them made all the same: no dial outlives DialAuto.
 func closeLate(results <-chan dialResult, n int) {
 	for ; n > 0; n-- {
 		if r := <-results; r.err == nil {
