@@ -73,6 +73,7 @@ type fakeBroker struct {
 	mu          sync.Mutex
 	changed     chan struct{} // closed and replaced on every recorded change
 	conns       []transport.Conn
+	killed      bool                   // Kill ran: a connection accepted now is dropped
 	published   map[string][]pubRecord // "ns/stream" -> arrival order
 	cache       map[string][]byte
 	ttls        map[string]uint64
@@ -128,12 +129,16 @@ func (fb *fakeBroker) config() Config {
 	return Config{Addr: fb.Addr(), RootCAs: fb.pool, ServerName: "localhost", Tenant: "acme", Token: goodToken}
 }
 
-// Kill stops listening and drops every connection with an error. The
-// listener goes first: a client that redials at once (over TCP a dead
-// broker refuses at once) must not slip a new connection in between.
+// Kill drops every connection with an error and stops listening. The
+// connections go first, so nothing more is sent on them; one a client
+// redialling at once slips in before the listener closes (over TCP a
+// dead broker answers at once) is dropped as it is accepted.
 func (fb *fakeBroker) Kill() {
-	_ = fb.ln.Close()
+	fb.mu.Lock()
+	fb.killed = true
+	fb.mu.Unlock()
 	fb.closeConns("killed")
+	_ = fb.ln.Close()
 }
 
 // closeConns closes every connection fb holds with an error carrying
@@ -163,6 +168,11 @@ func (fb *fakeBroker) acceptLoop() {
 			return
 		}
 		fb.mu.Lock()
+		if fb.killed { // accepted just as Kill ran: it never serves
+			fb.mu.Unlock()
+			_ = conn.CloseWithError(1, "killed")
+			continue
+		}
 		fb.conns = append(fb.conns, conn)
 		fb.mu.Unlock()
 		fb.wg.Add(1)
