@@ -63,9 +63,13 @@ func (r *subRun) session(ctx context.Context, bc brokerClient, subs []eventSourc
 	for r.count == 0 || r.printed < r.count {
 		var it shardItem
 		select {
-		case it = <-itemC:
-		case <-ctx.Done():
-			return progress, nil
+		case it = <-itemC: // an item already handed over prints even once ctx ends
+		default:
+			select {
+			case it = <-itemC:
+			case <-ctx.Done():
+				return progress, nil
+			}
 		}
 		shard := r.shards[it.idx]
 		if it.err != nil {

@@ -193,7 +193,8 @@ func (bc *brokerConn) ready() bool {
 // client returns the live entry connection, replacing a dead one with a
 // connection to the next address that answers: the seeds, starting after
 // the one that failed, then the brokers the topology named, then any new
-// address their host names resolve to.
+// address their host names resolve to; the address that failed is tried
+// last.
 func (cc *ClusterClient) client(ctx context.Context) (*Client, error) {
 	if cc.id != nil {
 		return cc.handleClient(ctx)
@@ -210,6 +211,14 @@ func (cc *ClusterClient) client(ctx context.Context) (*Client, error) {
 	}
 	dead := cc.cur
 	cands := cc.candidatesLocked()
+	if cc.curAddr != "" {
+		// The entry that was lost (here or by a concurrent caller) goes
+		// last: over QUIC a dead broker does not refuse, it leaves the
+		// dial to time out.
+		if i := slices.Index(cands, cc.curAddr); i >= 0 {
+			cands = append(slices.Delete(cands, i, i+1), cc.curAddr)
+		}
+	}
 	cc.mu.Unlock()
 	if dead != nil {
 		cc.invalidate(dead)

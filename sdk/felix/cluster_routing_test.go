@@ -89,7 +89,11 @@ func TestClusterClientLearnsBrokersFromOneSeed(t *testing.T) {
 		t.Fatalf("brokers %v", got)
 	}
 	// The only seed dies: the client carries on at a broker it learned.
+	// It waits to see the connection go: a publish sent just before that
+	// is rightly outcome_unknown.
+	old := entryOf(cc)
 	cl.node(0).Kill()
+	<-old.conn.Context().Done()
 	ctx := context.Background()
 	if err := cc.Publish(ctx, "ns", "s", []byte("x"), AckPerMessage); err != nil {
 		t.Fatalf("publish after the seed died: %v", err)
