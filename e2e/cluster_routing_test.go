@@ -315,11 +315,18 @@ func TestClusterFrozenBrokerStopsServingItsOldShards(t *testing.T) {
 
 	// The thawed broker must not take the publish itself: it forwards it
 	// to the new owner, or refuses it; either way its own shard 0 is shut.
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last publish through %s: %s", name, last)
+		}
+	}()
 	eventually(t, expiryWait, victim+" to give up shard 0", func() bool {
 		fwd, _ := d.metric(name, "felix_broker_forwarded_publishes_total")
 		_, err := c.PublishKeyedAcked(ctx, "default", "mem", keyForShard(0, 6), []byte("after-thaw"), felix.AckPerMessage)
 		fwd2, _ := d.metric(name, "felix_broker_forwarded_publishes_total")
 		code := brokerCode(err)
+		last = fmt.Sprintf("err %v, forwarded %v -> %v", err, fwd, fwd2)
 		return err == nil && fwd2 > fwd || code == wire.CodeNotLeader || code == wire.CodeShardUnavailable
 	})
 }

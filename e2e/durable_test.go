@@ -243,15 +243,25 @@ func TestTornTailAndCorruptSegmentVerdicts(t *testing.T) {
 	}
 }
 
-// freeUDPAddr returns a loopback UDP address nobody is using right now.
+// freeUDPAddr returns a loopback address whose port nobody uses right
+// now on UDP or on TCP: a broker binds it for QUIC and for TLS over TCP.
 func freeUDPAddr(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 50 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := pc.LocalAddr().String()
+		ln, err := net.Listen("tcp", addr)
+		pc.Close()
+		if err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer pc.Close()
-	return pc.LocalAddr().String()
+	t.Fatal("no loopback port free on both UDP and TCP")
+	return ""
 }
 
 // collect reads n events from sub and checks their offsets continue from

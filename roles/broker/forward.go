@@ -605,7 +605,13 @@ func (p *ownerPublish) admit(lk sched.LaneKey) bool {
 		return false
 	}
 	srv.publishes.add(1)
-	if srv.sched.TryEnqueue(sched.Job{Tenant: p.tenant, Lane: lk, Bytes: int(p.n), Run: p.run}) != nil {
+	// An idle lane publishes right here, on the call's handler: no hand-off
+	// to an executor and back (sched.Scheduler.RunNow).
+	job := sched.Job{Tenant: p.tenant, Lane: lk, Bytes: int(p.n), Run: p.run}
+	if srv.sched.RunNow(job) {
+		return true
+	}
+	if srv.sched.TryEnqueue(job) != nil {
 		p.release()
 		srv.publishes.done()
 		return false

@@ -178,6 +178,11 @@ func (p *admitted) admit() bool {
 	}
 	srv.publishes.add(1)
 	job := sched.Job{Tenant: p.req.tenant, Lane: p.lane, Bytes: int(p.n), Run: p.run}
+	if p.fwd != nil && srv.sched.RunNow(job) {
+		// An idle forwarded lane hands the publish to its sender right
+		// here: the forward's round trip is the latency that counts.
+		return true
+	}
 	var err error
 	if wait {
 		err = srv.sched.Enqueue(ctx, job)

@@ -56,23 +56,24 @@ type plan struct {
 	nodes   []nodeInfo
 }
 
-// portPicker gives free loopback ports: TCP ones for HTTP and Raft, UDP
-// ones for QUIC. A port is checked by binding it a moment; another
-// process may take it before the child binds it, which the child then
-// reports.
+// portPicker gives free loopback ports: TCP ones for HTTP and Raft, and
+// for the broker and peer listeners ports free on both UDP (QUIC) and
+// TCP (TLS over TCP listens on the same number). A port is checked by
+// binding it a moment; another process may take it before the child
+// binds it, which the child then reports.
 type portPicker struct {
 	base int          // 0: kernel-chosen ports
 	used map[int]bool // handed out already
 }
 
-func (p *portPicker) free(udp bool, want int) (int, error) {
-	if want > 0 && !p.used[want] && portFree(udp, want) {
+func (p *portPicker) free(both bool, want int) (int, error) {
+	if want > 0 && !p.used[want] && portFree(both, want) {
 		p.used[want] = true
 		return want, nil
 	}
 	if p.base > 0 {
 		for port := p.base; port < 65536; port++ {
-			if !p.used[port] && portFree(udp, port) {
+			if !p.used[port] && portFree(both, port) {
 				p.base = port + 1
 				p.used[port] = true
 				return port, nil
@@ -80,12 +81,12 @@ func (p *portPicker) free(udp bool, want int) (int, error) {
 		}
 		return 0, errors.New("--base-port: no free port left above it")
 	}
-	for range 20 {
-		port, err := kernelPort(udp)
+	for range 50 {
+		port, err := kernelPort()
 		if err != nil {
 			return 0, err
 		}
-		if !p.used[port] {
+		if !p.used[port] && (!both || udpFree(port)) {
 			p.used[port] = true
 			return port, nil
 		}
@@ -93,33 +94,27 @@ func (p *portPicker) free(udp bool, want int) (int, error) {
 	return 0, errors.New("no free loopback port")
 }
 
-func portFree(udp bool, port int) bool {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if udp {
-		c, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}
-	ln, err := net.Listen("tcp", addr)
+// portFree reports whether port is free on TCP, and on UDP too when both.
+func portFree(both bool, port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
-	ln.Close()
+	defer ln.Close()
+	return !both || udpFree(port)
+}
+
+func udpFree(port int) bool {
+	c, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	c.Close()
 	return true
 }
 
-func kernelPort(udp bool) (int, error) {
-	if udp {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port, nil
-	}
+// kernelPort returns a TCP port the kernel picked as free.
+func kernelPort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -168,11 +163,11 @@ func newPlan(exe, dataDir string, count, basePort int, prev *devFile, env []stri
 		w, g := want[i], &got[i]
 		for _, f := range []struct {
 			dst  *int
-			udp  bool
+			both bool // TCP and UDP
 			want int
 		}{{&g.broker, true, w.broker}, {&g.peer, true, w.peer}, {&g.metrics, false, w.metrics},
 			{&g.controlPlane, false, w.controlPlane}, {&g.raft, false, w.raft}} {
-			if *f.dst, err = pick.free(f.udp, f.want); err != nil {
+			if *f.dst, err = pick.free(f.both, f.want); err != nil {
 				return nil, err
 			}
 		}

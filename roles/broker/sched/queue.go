@@ -233,6 +233,17 @@ func (q *fairQueue) dispatch(t *tenant, l *lane) Job {
 	return j
 }
 
+// claimIdle marks lane k busy for a job run outside the queue
+// (Scheduler.RunNow) when it has no job queued or running; finish ends
+// the claim.
+func (q *fairQueue) claimIdle(k LaneKey) bool {
+	if q.lanes[k] != nil {
+		return false
+	}
+	q.lanes[k] = &lane{key: k, busy: true}
+	return true
+}
+
 // finish marks lane k idle after its job ran and makes its next job
 // runnable.
 func (q *fairQueue) finish(k LaneKey) {

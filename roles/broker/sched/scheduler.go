@@ -55,6 +55,9 @@ type Scheduler struct {
 	// queue; nil while no Enqueue waits.
 	roomC  chan struct{}
 	closed bool
+	// running counts the jobs running now, on executors or through
+	// RunNow; RunNow keeps it at most cfg.Executors.
+	running int
 }
 
 // New starts a scheduler with cfg's executors.
@@ -115,6 +118,45 @@ func (s *Scheduler) Enqueue(ctx context.Context, j Job) error {
 	}
 }
 
+// RunNow runs j on the calling goroutine, as an executor would, when
+// doing so takes no one's turn: the scheduler is open, no job is queued
+// anywhere, nothing runs on j's lane, and fewer jobs run than there are
+// executors. It reports whether j ran; when it did not, nothing happened
+// and the caller queues j as usual. It spares an idle scheduler the
+// hand-off to an executor, which on a busy machine costs more than a
+// short job does. Run must not call Close.
+func (s *Scheduler) RunNow(j Job) bool {
+	if j.Run == nil {
+		return false
+	}
+	s.mu.Lock()
+	if s.closed || s.q.total > 0 || s.running >= s.cfg.Executors || !s.q.claimIdle(j.Lane) {
+		s.mu.Unlock()
+		return false
+	}
+	s.running++
+	s.wg.Add(1) // Close waits for it like an executor's job
+	s.mu.Unlock()
+	defer s.wg.Done()
+	j.Run()
+	s.mu.Lock()
+	s.finishLocked(j.Lane)
+	if s.q.readyTenants > 0 {
+		s.work.Signal() // a job queued behind j's may run now
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// finishLocked marks a running job of lane k done.
+func (s *Scheduler) finishLocked(k LaneKey) {
+	s.q.finish(k)
+	s.running--
+	if s.closed {
+		s.work.Broadcast() // the last job may have finished
+	}
+}
+
 func (s *Scheduler) pushLocked(j Job) error {
 	if s.closed {
 		return ErrClosed
@@ -165,14 +207,12 @@ func (s *Scheduler) execute() {
 		if s.q.readyTenants > 0 {
 			s.work.Signal() // more runnable work: pass it on to an idle executor
 		}
+		s.running++
 		s.wakeEnqueuersLocked()
 		s.mu.Unlock()
 		j.Run()
 		s.mu.Lock()
-		s.q.finish(j.Lane)
-		if s.closed {
-			s.work.Broadcast() // the last job may have finished
-		}
+		s.finishLocked(j.Lane)
 	}
 }
 

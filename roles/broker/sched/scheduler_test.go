@@ -305,3 +305,105 @@ func TestForwardedLaneIsApartFromTheShardsOwn(t *testing.T) {
 	<-done
 	<-done
 }
+
+func TestRunNowRunsOnTheCallerWhenIdle(t *testing.T) {
+	s := New(Config{Executors: 1})
+	defer s.Close()
+	ran := false
+	if !s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 0), Bytes: 1, Run: func() { ran = true }}) || !ran {
+		t.Fatal("an idle scheduler did not run the job on the caller")
+	}
+	if s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 0)}) {
+		t.Fatal("a job without Run ran")
+	}
+}
+
+func TestRunNowDefers(t *testing.T) {
+	s := New(Config{Executors: 1})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	block := func() { close(started); <-release }
+	if err := s.TryEnqueue(Job{Tenant: "a", Lane: laneOf("s", 0), Bytes: 1, Run: block}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ran := func() {}
+	// The lane runs a job: later ones queue behind it.
+	if s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 0), Bytes: 1, Run: ran}) {
+		t.Fatal("ran beside a running job of its lane")
+	}
+	// Every executor is busy (one here): another lane waits too.
+	if s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 1), Bytes: 1, Run: ran}) {
+		t.Fatal("ran with every executor busy")
+	}
+	close(release)
+	s.Close()
+	if s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 1), Bytes: 1, Run: ran}) {
+		t.Fatal("ran after Close")
+	}
+}
+
+func TestRunNowYieldsToQueuedJobs(t *testing.T) {
+	s := newScheduler(Config{Executors: 2})
+	var order []string
+	var mu sync.Mutex
+	note := func(name string) func() {
+		return func() { mu.Lock(); order = append(order, name); mu.Unlock() }
+	}
+	if err := s.TryEnqueue(Job{Tenant: "b", Lane: laneOf("s", 1), Bytes: 1, Run: note("queued")}); err != nil {
+		t.Fatal(err)
+	}
+	// A job waits (executors not started): running another now would
+	// take its turn.
+	if s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 2), Bytes: 1, Run: note("now")}) {
+		t.Fatal("ran ahead of a queued job")
+	}
+	s.start()
+	s.Close()
+	if len(order) != 1 || order[0] != "queued" {
+		t.Fatalf("ran %v", order)
+	}
+}
+
+// A job queued on a lane while RunNow runs that lane's job starts once it
+// has finished, in order, and Close waits for the job run on the caller.
+func TestRunNowKeepsLaneOrderAndCloseWaits(t *testing.T) {
+	s := New(Config{Executors: 2})
+	var mu sync.Mutex
+	var order []int
+	inNow := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan bool)
+	go func() {
+		done <- s.RunNow(Job{Tenant: "a", Lane: laneOf("s", 0), Bytes: 1, Run: func() {
+			close(inNow)
+			<-release
+			mu.Lock()
+			order = append(order, 1)
+			mu.Unlock()
+		}})
+	}()
+	<-inNow
+	if err := s.TryEnqueue(Job{Tenant: "a", Lane: laneOf("s", 0), Bytes: 1, Run: func() {
+		mu.Lock()
+		order = append(order, 2)
+		mu.Unlock()
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a job ran on the caller")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if !<-done {
+		t.Fatal("RunNow on an idle lane did not run")
+	}
+	<-closed
+	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
+		t.Fatalf("lane order %v", order)
+	}
+}
