@@ -3,11 +3,9 @@ package core
 import (
 	"path/filepath"
 
+	"github.com/felixmq/felix/core/cachelog"
 	"github.com/felixmq/felix/wire"
 )
-
-// counterDir is the counter log's directory inside a cache incarnation's.
-const counterDir = "counters"
 
 // openCounterStore opens (or creates) the counter log of a cache
 // incarnation, beside its cache log and under the same fsync policy.
@@ -21,7 +19,7 @@ func (b *Broker) openCounterStore(k CacheKey, incarnation string) (*CounterStore
 	if every == 0 {
 		every = DefaultCacheCompactInterval
 	}
-	return OpenCounterStore(CounterStoreOptions{Dir: filepath.Join(dir, counterDir), SegmentBytes: c.SegmentBytes,
+	return OpenCounterStore(CounterStoreOptions{Dir: filepath.Join(dir, cachelog.CounterDir), SegmentBytes: c.SegmentBytes,
 		Fsync: c.Fsync, FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
 		FS: c.FS, Logger: c.logger()})
 }

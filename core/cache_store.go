@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -160,13 +161,13 @@ type CacheStoreWrite struct {
 // refused with overloaded (reason cache_full, detail limit
 // "index_bytes"); a write the log refuses is mapped by storeError.
 func (s *CacheStore) AppendPut(key string, value []byte, expiresAt int64) (CacheStoreWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
 	if expiresAt < 0 {
 		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "negative expiry %d", expiresAt)
 	}
-	rec := cacheRecord{Kind: flog.KindCachePut, Key: key, ExpiresAt: expiresAt, Value: value}
+	rec := cachelog.CacheRecord{Kind: flog.KindCachePut, Key: key, ExpiresAt: expiresAt, Value: value}
 	payload := rec.Append(make([]byte, 0, rec.Len()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,7 +210,7 @@ func (s *CacheStore) Delete(ctx context.Context, key string) (old []byte, existe
 		s.mu.Unlock()
 		return nil, false, err
 	}
-	rec := cacheRecord{Kind: kind, Key: key}
+	rec := cachelog.CacheRecord{Kind: kind, Key: key}
 	w, err := s.appendLocked(flog.Entry{Kind: kind, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 	if err == nil {
 		s.removeLocked(key, e)
@@ -229,14 +230,14 @@ func (s *CacheStore) Delete(ctx context.Context, key string) (old []byte, existe
 // an owner that decided the key is present. It returns the record's
 // write for Wait.
 func (s *CacheStore) AppendRemove(key string, expired bool) (CacheStoreWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
 	kind := flog.KindCacheTombstone
 	if expired {
 		kind = flog.KindCacheExpiry
 	}
-	rec := cacheRecord{Kind: kind, Key: key}
+	rec := cachelog.CacheRecord{Kind: kind, Key: key}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, err := s.appendLocked(flog.Entry{Kind: kind, Payload: rec.Append(make([]byte, 0, rec.Len()))})
@@ -261,10 +262,10 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 			return s.storeError(err)
 		}
 		for i := range recs {
-			if !holdsValue(recs[i].Kind) {
+			if !cachelog.HoldsValue(recs[i].Kind) {
 				continue
 			}
-			rec, _, err := parseCacheRecord(recs[i].Kind, recs[i].Payload)
+			rec, _, err := cachelog.ParseCacheRecord(recs[i].Kind, recs[i].Payload)
 			if err != nil {
 				return wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", s.opts.Dir, recs[i].Offset, err)
 			}
@@ -281,7 +282,7 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 }
 
 // versionOf is the version of the value a put or copy at off holds.
-func versionOf(off uint64, rec cacheRecord) uint64 {
+func versionOf(off uint64, rec cachelog.CacheRecord) uint64 {
 	if rec.Kind == flog.KindCacheCopy {
 		return rec.Version
 	}
@@ -366,8 +367,8 @@ func (s *CacheStore) readValue(key string, e storeEntry) ([]byte, uint64, error)
 	if err != nil {
 		return nil, 0, s.storeError(err)
 	}
-	rec, _, err := parseCacheRecord(r.Kind, r.Payload)
-	if err == nil && (!holdsValue(rec.Kind) || rec.Key != key) {
+	rec, _, err := cachelog.ParseCacheRecord(r.Kind, r.Payload)
+	if err == nil && (!cachelog.HoldsValue(rec.Kind) || rec.Key != key) {
 		err = fmt.Errorf("offset %d holds a %v of key %q, not a value of %q", e.loc, rec.Kind, rec.Key, key)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -136,10 +137,10 @@ const copyBatchBytes = 1 << 20
 func (cp *copier) take(recs []flog.Record) error {
 	for i := range recs {
 		r := &recs[i]
-		if !holdsValue(r.Kind) {
+		if !cachelog.HoldsValue(r.Kind) {
 			continue
 		}
-		rec, _, err := parseCacheRecord(r.Kind, r.Payload)
+		rec, _, err := cachelog.ParseCacheRecord(r.Kind, r.Payload)
 		if err != nil {
 			return wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", cp.s.opts.Dir, r.Offset, err)
 		}
@@ -152,7 +153,7 @@ func (cp *copier) take(recs []flog.Record) error {
 		if !ok || e.loc != r.Offset {
 			continue
 		}
-		c := cacheRecord{Kind: flog.KindCacheCopy, Key: rec.Key, ExpiresAt: rec.ExpiresAt, Version: versionOf(r.Offset, rec), Value: rec.Value}
+		c := cachelog.CacheRecord{Kind: flog.KindCacheCopy, Key: rec.Key, ExpiresAt: rec.ExpiresAt, Version: versionOf(r.Offset, rec), Value: rec.Value}
 		cp.keys, cp.locs = append(cp.keys, rec.Key), append(cp.locs, r.Offset)
 		cp.entries = append(cp.entries, flog.Entry{Kind: flog.KindCacheCopy, Payload: c.Append(make([]byte, 0, c.Len()))})
 		cp.bytes += c.Len()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -164,7 +165,7 @@ func (s *CounterStore) fold(from, to uint64) error {
 			return fmt.Errorf("fold from %d: the log returned nothing before %d", from, to)
 		}
 		for i := range recs {
-			rec, _, err := parseCounterRecord(recs[i].Kind, recs[i].Payload)
+			rec, _, err := cachelog.ParseCounterRecord(recs[i].Kind, recs[i].Payload)
 			if err != nil {
 				return fmt.Errorf("record at offset %d: %w", recs[i].Offset, err)
 			}
@@ -208,10 +209,10 @@ type CounterWrite struct {
 // and appends nothing; so is a new key the memory bound cannot take
 // (overloaded, reason cache_full).
 func (s *CounterStore) AppendAdd(key string, delta int64) (int64, CounterWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return 0, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest, "counter key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return 0, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest, "counter key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
-	rec := counterRecord{Kind: flog.KindCounterDelta, Key: key, Value: delta}
+	rec := cachelog.CounterRecord{Kind: flog.KindCounterDelta, Key: key, Value: delta}
 	payload := rec.Append(make([]byte, 0, rec.Len()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,7 +252,7 @@ func (s *CounterStore) AppendForget(in func(key string) bool) (int, CounterWrite
 	var entries []flog.Entry
 	for k := range s.sums {
 		if in(k) {
-			rec := counterRecord{Kind: flog.KindCounterRemove, Key: k}
+			rec := cachelog.CounterRecord{Kind: flog.KindCounterRemove, Key: k}
 			keys = append(keys, k)
 			entries = append(entries, flog.Entry{Kind: flog.KindCounterRemove, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 )
 
@@ -89,7 +90,7 @@ func (s *CounterStore) checkpoint(keys []string) error {
 		if !ok {
 			continue // forgotten since the point: a checkpoint would bring it back
 		}
-		rec := counterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: sum}
+		rec := cachelog.CounterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: sum}
 		entries = append(entries, flog.Entry{Kind: flog.KindCounterCheckpoint, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 	}
 	if len(entries) == 0 {
