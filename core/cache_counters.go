@@ -15,13 +15,7 @@ func (b *Broker) openCounterStore(k CacheKey, incarnation string) (*CounterStore
 	if err != nil {
 		return nil, err
 	}
-	every := c.CacheCompactInterval
-	if every == 0 {
-		every = DefaultCacheCompactInterval
-	}
-	return OpenCounterStore(CounterStoreOptions{Dir: filepath.Join(dir, cachelog.CounterDir), SegmentBytes: c.SegmentBytes,
-		Fsync: c.Fsync, FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
-		FS: c.FS, Logger: c.logger()})
+	return OpenCounterStore(CounterStoreOptions{StoreLogOptions: c.cacheLogOptions(filepath.Join(dir, cachelog.CounterDir))})
 }
 
 // errCountersNeedStorage refuses a counter operation on a cache without

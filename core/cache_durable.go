@@ -40,6 +40,18 @@ func CacheDir(root string, k CacheKey, incarnation string) (string, error) {
 	return filepath.Join(root, cachelog.CachesDir, k.Tenant, k.Namespace, k.Cache, cachelog.IncarnationDirName(incarnation)), nil
 }
 
+// cacheLogOptions are the options of a cache's log (or its counter log)
+// in dir: the broker's segment size, fsync policy, index bound and
+// compaction interval.
+func (c *StorageConfig) cacheLogOptions(dir string) StoreLogOptions {
+	every := c.CacheCompactInterval
+	if every == 0 {
+		every = DefaultCacheCompactInterval
+	}
+	return StoreLogOptions{Dir: dir, SegmentBytes: c.SegmentBytes, Fsync: c.Fsync, FsyncInterval: c.FsyncInterval,
+		MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0), FS: c.FS, Logger: c.logger()}
+}
+
 // durableCaches reports whether caches are log-backed.
 func (c *StorageConfig) durableCaches() bool { return c != nil && c.Dir != "" }
 
@@ -55,13 +67,7 @@ func (b *Broker) openCacheStore(k CacheKey, incarnation string) (*CacheStore, ui
 	if err != nil {
 		return nil, 0, err
 	}
-	every := c.CacheCompactInterval
-	if every == 0 {
-		every = DefaultCacheCompactInterval
-	}
-	st, err := OpenCacheStore(CacheStoreOptions{Dir: dir, SegmentBytes: c.SegmentBytes, Fsync: c.Fsync,
-		FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
-		FS: c.FS, Logger: c.logger(), metrics: b.cfg.metrics, ownerSweeps: true})
+	st, err := OpenCacheStore(CacheStoreOptions{StoreLogOptions: c.cacheLogOptions(dir), metrics: b.cfg.metrics, ownerSweeps: true})
 	if err != nil {
 		return nil, 0, err
 	}

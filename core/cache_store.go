@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,15 +121,10 @@ func OpenCacheStore(o CacheStoreOptions) (*CacheStore, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
-	}
 	s := &CacheStore{opts: o, compact: make(chan struct{}, 1)}
-	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS,
-		OnDurable: s.logDurable, BufferAppends: true})
+	lg, err := o.openLog("cache store", s.logDurable)
 	if err != nil {
-		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
+		return nil, err
 	}
 	s.log = lg
 	s.ctx, s.stop = context.WithCancel(context.Background())
@@ -445,19 +439,26 @@ func (s *CacheStore) indexFullError(key string) *wire.Error {
 		WithDetail("limit", "index_bytes").WithDetail("limit_bytes", s.opts.MaxIndexBytes)
 }
 
-// storeError maps a log failure to what a client is told, as a durable
-// stream shard does: a full disk is overloaded (storage_full), a closed
-// store draining, anything else shard_unavailable with the log's reason.
+// storeError maps a log failure to what a client is told (storeLogError).
 func (s *CacheStore) storeError(err error) error {
+	return storeLogError("cache shard", s.opts.Dir, "cache write", err)
+}
+
+// storeLogError maps a failure of the log of a store in dir to what a
+// client is told, as a durable stream shard does: a full disk is
+// overloaded (storage_full, naming the write op), a closed log draining,
+// anything else shard_unavailable with the log's reason. what names the
+// store ("cache shard", "counter log").
+func storeLogError(what, dir, op string, err error) error {
 	switch {
 	case errors.Is(err, flog.ErrNoSpace):
-		return errStorageFull("cache write", err)
+		return errStorageFull(op, err)
 	case errors.Is(err, flog.ErrClosed):
-		return wire.NewError(wire.CodeDraining, "cache shard %s is closed", s.opts.Dir).WithDetail(wire.DetailReason, "closed")
+		return wire.NewError(wire.CodeDraining, "%s %s is closed", what, dir).WithDetail(wire.DetailReason, "closed")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "cache shard %s is unavailable: %v", s.opts.Dir, err), err)
+	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "%s %s is unavailable: %v", what, dir, err), err)
 }
 
 // Close stops the maintenance loop and closes the log (fsyncing it).

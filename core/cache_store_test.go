@@ -32,8 +32,8 @@ func (c *storeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *storeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func storeOptions(t testing.TB, dir string) CacheStoreOptions {
-	return CacheStoreOptions{Dir: dir, Fsync: flog.FsyncAlways, CompactBytesPerSec: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return CacheStoreOptions{StoreLogOptions: StoreLogOptions{Dir: dir, Fsync: flog.FsyncAlways,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, CompactBytesPerSec: -1}
 }
 
 func mustOpenStore(t testing.TB, o CacheStoreOptions) *CacheStore {

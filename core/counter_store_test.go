@@ -19,7 +19,7 @@ import (
 )
 
 func counterOptions(dir string) CounterStoreOptions {
-	return CounterStoreOptions{Dir: dir, Fsync: flog.FsyncAlways, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return CounterStoreOptions{StoreLogOptions{Dir: dir, Fsync: flog.FsyncAlways, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
 func mustOpenCounters(t testing.TB, o CounterStoreOptions) *CounterStore {
