@@ -34,9 +34,7 @@ func (r *CounterRecord) Append(buf []byte) []byte {
 	if len(r.Key) > MaxKey {
 		panic(fmt.Sprintf("cachelog: counter record key of %d bytes (at most %d)", len(r.Key), MaxKey))
 	}
-	buf = append(buf, CounterRecordVersion)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(r.Key)))
-	buf = append(buf, r.Key...)
+	buf = appendKeyHeader(buf, CounterRecordVersion, r.Key)
 	return binary.BigEndian.AppendUint64(buf, uint64(r.Value))
 }
 
@@ -52,16 +50,13 @@ func ParseCounterRecord(kind flog.Kind, b []byte) (CounterRecord, int, error) {
 	if kind != flog.KindCounterDelta && kind != flog.KindCounterCheckpoint && kind != flog.KindCounterRemove {
 		return CounterRecord{}, 0, &CounterRecordError{reason: fmt.Sprintf("kind %v is not a counter record", kind)}
 	}
-	if len(b) < 3 {
-		return CounterRecord{}, 0, &CounterRecordError{reason: fmt.Sprintf("payload of %d bytes, shorter than its header", len(b))}
+	key, rest, reason := splitKeyHeader(b, CounterRecordVersion)
+	if reason == "" && len(rest) != 8 {
+		reason = fmt.Sprintf("payload of %d bytes for a key of %d (want %d)", len(b), len(key), 3+len(key)+8)
 	}
-	if b[0] != CounterRecordVersion {
-		return CounterRecord{}, 0, &CounterRecordError{reason: fmt.Sprintf("unknown layout version %d", b[0])}
+	if reason != "" {
+		return CounterRecord{}, 0, &CounterRecordError{reason: reason}
 	}
-	kl := int(binary.BigEndian.Uint16(b[1:3]))
-	if len(b) != 3+kl+8 {
-		return CounterRecord{}, 0, &CounterRecordError{reason: fmt.Sprintf("payload of %d bytes for a key of %d (want %d)", len(b), kl, 3+kl+8)}
-	}
-	r := CounterRecord{Kind: kind, Key: string(b[3 : 3+kl]), Value: int64(binary.BigEndian.Uint64(b[3+kl:]))}
+	r := CounterRecord{Kind: kind, Key: string(key), Value: int64(binary.BigEndian.Uint64(rest))}
 	return r, len(b), nil
 }

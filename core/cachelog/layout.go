@@ -42,9 +42,33 @@ func IncarnationDirName(incarnation string) string {
 // Incarnation is one cache incarnation's directory.
 type Incarnation struct {
 	Tenant, Namespace, Cache string
-	// Incarnation is the catalog's incarnation, "" for NoIncarnationDir.
-	Incarnation string
-	Dir         string
+	// ID is the catalog's incarnation, "" for NoIncarnationDir.
+	ID  string
+	Dir string
+}
+
+// IncarnationAt names the incarnation in dir from its path when the path
+// ends in CACHE/INCARNATION_DIR below TENANT/NAMESPACE, as the layout
+// has it; otherwise only Dir is set.
+func IncarnationAt(dir string) Incarnation {
+	in := Incarnation{Dir: dir}
+	clean := filepath.Clean(dir)
+	base := filepath.Base(clean)
+	inc, ok := strings.CutPrefix(base, incarnationDir)
+	if !ok && base != NoIncarnationDir {
+		return in
+	}
+	if !ok {
+		inc = ""
+	}
+	cache := filepath.Dir(clean)
+	ns := filepath.Dir(cache)
+	tenant := filepath.Dir(ns)
+	if filepath.Base(filepath.Dir(tenant)) != CachesDir {
+		return in
+	}
+	in.Tenant, in.Namespace, in.Cache, in.ID = filepath.Base(tenant), filepath.Base(ns), filepath.Base(cache), inc
+	return in
 }
 
 // FindIncarnations lists the cache incarnation directories under
@@ -55,31 +79,44 @@ type Incarnation struct {
 // result, which still lists what could be read.
 func FindIncarnations(storage string) ([]Incarnation, error) {
 	root := filepath.Join(storage, CachesDir)
-	tenants, err := subdirs(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	paths, err := WalkLevels(root, 4)
 	var out []Incarnation
-	for _, t := range tenants {
-		nss, e1 := subdirs(filepath.Join(root, t))
-		err = errors.Join(err, e1)
-		for _, ns := range nss {
-			caches, e2 := subdirs(filepath.Join(root, t, ns))
-			err = errors.Join(err, e2)
-			for _, c := range caches {
-				incs, e3 := subdirs(filepath.Join(root, t, ns, c))
-				err = errors.Join(err, e3)
-				for _, d := range incs {
-					inc, ok := strings.CutPrefix(d, incarnationDir)
-					if !ok && d != NoIncarnationDir {
-						continue
-					}
-					out = append(out, Incarnation{Tenant: t, Namespace: ns, Cache: c, Incarnation: inc, Dir: filepath.Join(root, t, ns, c, d)})
-				}
-			}
+	for _, p := range paths {
+		inc, ok := strings.CutPrefix(p[3], incarnationDir)
+		if !ok && p[3] != NoIncarnationDir {
+			continue
 		}
+		if !ok {
+			inc = ""
+		}
+		out = append(out, Incarnation{Tenant: p[0], Namespace: p[1], Cache: p[2], ID: inc, Dir: filepath.Join(root, filepath.Join(p...))})
 	}
 	return out, err
+}
+
+// WalkLevels returns the directories exactly levels below root, each as
+// the names of its path below root, in name order (core's stream shard
+// logs, STORAGE/streams/TENANT/NAMESPACE/STREAM/SHARD, are found the same
+// way). A missing root has none; a directory that cannot be read is an
+// error joined to the result, which still holds what could be read.
+func WalkLevels(root string, levels int) ([][]string, error) {
+	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	paths := [][]string{nil}
+	var err error
+	for range levels {
+		var next [][]string
+		for _, p := range paths {
+			names, e := subdirs(filepath.Join(root, filepath.Join(p...)))
+			err = errors.Join(err, e)
+			for _, n := range names {
+				next = append(next, append(append([]string(nil), p...), n))
+			}
+		}
+		paths = next
+	}
+	return paths, err
 }
 
 // subdirs returns the names of dir's subdirectories, sorted.

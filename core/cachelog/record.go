@@ -62,9 +62,7 @@ func (r *CacheRecord) Append(buf []byte) []byte {
 	if len(r.Key) > MaxKey {
 		panic(fmt.Sprintf("cachelog: cache record key of %d bytes (at most %d)", len(r.Key), MaxKey))
 	}
-	buf = append(buf, CacheRecordVersion)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(r.Key)))
-	buf = append(buf, r.Key...)
+	buf = appendKeyHeader(buf, CacheRecordVersion, r.Key)
 	if HoldsValue(r.Kind) {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(r.ExpiresAt))
 	}
@@ -86,18 +84,11 @@ func ParseCacheRecord(kind flog.Kind, b []byte) (CacheRecord, int, error) {
 	default:
 		return CacheRecord{}, 0, &CacheRecordError{reason: fmt.Sprintf("kind %v is not a cache record", kind)}
 	}
-	if len(b) < 3 {
-		return CacheRecord{}, 0, &CacheRecordError{reason: fmt.Sprintf("payload of %d bytes, shorter than its header", len(b))}
+	key, rest, reason := splitKeyHeader(b, CacheRecordVersion)
+	if reason != "" {
+		return CacheRecord{}, 0, &CacheRecordError{reason: reason}
 	}
-	if b[0] != CacheRecordVersion {
-		return CacheRecord{}, 0, &CacheRecordError{reason: fmt.Sprintf("unknown layout version %d", b[0])}
-	}
-	kl := int(binary.BigEndian.Uint16(b[1:3]))
-	if len(b) < 3+kl {
-		return CacheRecord{}, 0, &CacheRecordError{reason: fmt.Sprintf("key of %d bytes in a payload of %d", kl, len(b))}
-	}
-	r := CacheRecord{Kind: kind, Key: string(b[3 : 3+kl])}
-	rest := b[3+kl:]
+	r := CacheRecord{Kind: kind, Key: string(key)}
 	if !HoldsValue(kind) {
 		if len(rest) != 0 {
 			return CacheRecord{}, 0, &CacheRecordError{reason: fmt.Sprintf("%d trailing bytes after a %v", len(rest), kind)}
@@ -120,4 +111,29 @@ func ParseCacheRecord(kind flog.Kind, b []byte) (CacheRecord, int, error) {
 	}
 	r.Value = rest[fixed:]
 	return r, len(b), nil
+}
+
+// appendKeyHeader appends the header every cache and counter record
+// starts with: the layout version, the key's length (u16) and the key.
+func appendKeyHeader(buf []byte, version byte, key string) []byte {
+	buf = append(buf, version)
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len(key)))
+	return append(buf, key...)
+}
+
+// splitKeyHeader checks and splits off the header appendKeyHeader
+// wrote, returning the key and what follows it, or why it does not
+// decode (reason not empty).
+func splitKeyHeader(b []byte, version byte) (key, rest []byte, reason string) {
+	if len(b) < 3 {
+		return nil, nil, fmt.Sprintf("payload of %d bytes, shorter than its header", len(b))
+	}
+	if b[0] != version {
+		return nil, nil, fmt.Sprintf("unknown layout version %d", b[0])
+	}
+	kl := int(binary.BigEndian.Uint16(b[1:3]))
+	if len(b) < 3+kl {
+		return nil, nil, fmt.Sprintf("key of %d bytes in a payload of %d", kl, len(b))
+	}
+	return b[3 : 3+kl], b[3+kl:], ""
 }
