@@ -212,3 +212,34 @@ func FuzzDecodeProposals(f *testing.F) {
 		}
 	})
 }
+
+// A proposal forwarded to a member that knows no leader is dropped at
+// once rather than waiting inside raft: the wait would hold up every
+// later message on the peer's stream, among them the appends and
+// heartbeats of the leader the member has yet to hear of (a leader frozen
+// while followers forwarded to it, thawed after losing office, was
+// otherwise cut off from its successor for good).
+func TestAForwardedProposalNeverHoldsUpTheStream(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	lead := c.leader()
+	alone := lead%3 + 1
+	for id := uint64(1); id <= 3; id++ {
+		if id != alone {
+			c.stop(id)
+		}
+	}
+	waitFor(t, "the last member to lose its leader", func() bool { return c.nodes[alone].leader() == 0 })
+	from := alone%3 + 1
+	m := &pb.Message{Type: pb.MsgProp.Enum(), From: new(from), To: new(alone),
+		Entries: []*pb.Entry{{Data: encodeEnvelope(1, []byte("cmd"))}}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.nodes[alone].receive(context.Background(), m) // no deadline: only the guard can end it
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a forwarded proposal to a member without a leader is still waiting inside raft")
+	}
+}

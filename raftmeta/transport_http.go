@@ -187,6 +187,7 @@ func (n *Node) receive(ctx context.Context, m *pb.Message) {
 	}
 	n.mu.Lock()
 	catchingUp := n.catchingUp
+	leading := n.role == raft.StateLeader
 	switch m.GetType() {
 	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
 		n.leaderContact = time.Now()
@@ -201,6 +202,24 @@ func (n *Node) receive(ctx context.Context, m *pb.Message) {
 		if last, _ := n.storage.LastIndex(); m.GetCommit() > last {
 			m.Commit = new(last)
 		}
+	}
+	if m.GetType() == pb.MsgProp {
+		// raft takes a proposal only while it knows a leader, and until
+		// then Step waits. Waiting here would hold up every later message
+		// on this peer's stream, the new leader's appends and heartbeats
+		// among them: a leader frozen while followers forwarded to it,
+		// then thawed after losing office, would never hear of its
+		// successor. So a forwarded proposal is stepped only while this
+		// member leads, and never waits long; one dropped is given up at
+		// its proposer, which proposes it again (forward.go).
+		if !leading {
+			n.met.messagesDropped.Inc()
+			n.log.Debug("dropped a forwarded proposal: this member does not lead", "from", m.GetFrom())
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.TickInterval)
+		defer cancel()
 	}
 	if err := n.rn.Step(ctx, m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		n.log.Debug("raft step failed", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
