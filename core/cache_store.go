@@ -28,12 +28,8 @@ import (
 // waits for the writes appended before it to be durable, so no reader
 // sees a write a crash could still take back.
 type CacheStore struct {
-	opts    CacheStoreOptions // defaults filled; immutable
-	log     *flog.Log
-	ctx     context.Context // cancelled by Close: stops the maintenance loop
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	compact chan struct{} // one slot: one compaction at a time
+	opts CacheStoreOptions // defaults filled; immutable
+	storeRun
 
 	// mu guards the fields below. Writers hold it across their log
 	// append (the log never calls back, so this orders the index by the
@@ -121,24 +117,21 @@ func OpenCacheStore(o CacheStoreOptions) (*CacheStore, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	s := &CacheStore{opts: o, compact: make(chan struct{}, 1)}
+	s := &CacheStore{opts: o}
 	lg, err := o.openLog("cache store", s.logDurable)
 	if err != nil {
 		return nil, err
 	}
-	s.log = lg
-	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.start(lg)
 	if err := s.rebuild(); err != nil {
-		s.stop()
-		lg.Close()
+		s.abandon()
 		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
 	}
 	if o.metrics != nil {
 		o.metrics.cacheIndex.add(s)
 	}
 	if o.CompactEvery > 0 || o.SweepEvery > 0 {
-		s.wg.Add(1)
-		go s.maintain()
+		s.goMaintain(s.maintain)
 	}
 	return s, nil
 }
@@ -471,8 +464,7 @@ func (s *CacheStore) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.stop()
-	s.wg.Wait()
+	s.stopMaintenance()
 	if s.opts.metrics != nil {
 		s.opts.metrics.cacheIndex.remove(s)
 	}

@@ -37,12 +37,11 @@ type CompactResult struct {
 // copies and the snapshot share the CompactBytesPerSec budget. One
 // compaction runs at a time; a second call waits for it or ctx.
 func (s *CacheStore) Compact(ctx context.Context) (CompactResult, error) {
-	select {
-	case s.compact <- struct{}{}:
-	case <-ctx.Done():
-		return CompactResult{}, ctx.Err()
+	leave, err := s.enterCompaction(ctx)
+	if err != nil {
+		return CompactResult{}, err
 	}
-	defer func() { <-s.compact }()
+	defer leave()
 	if !s.opts.ownerSweeps {
 		if _, err := s.SweepExpired(ctx, s.opts.Now()); err != nil {
 			return CompactResult{}, err

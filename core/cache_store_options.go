@@ -1,10 +1,12 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/felixmq/felix/core/cachelog"
@@ -120,6 +122,56 @@ func (o StoreLogOptions) openLog(what string, onDurable func(durable uint64, err
 		return nil, fmt.Errorf("core: open %s %s: %w", what, o.Dir, err)
 	}
 	return lg, nil
+}
+
+// storeRun is what a cache store and a counter store both run besides
+// their own state: the log, the maintenance goroutine with the context
+// Close cancels, and the slot that lets one compaction run at a time.
+type storeRun struct {
+	log     *flog.Log
+	ctx     context.Context // cancelled by Close: stops the maintenance loop
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	compact chan struct{} // one slot: one compaction at a time
+}
+
+// start takes the opened log and makes the maintenance context.
+func (r *storeRun) start(lg *flog.Log) {
+	r.log, r.compact = lg, make(chan struct{}, 1)
+	r.ctx, r.stop = context.WithCancel(context.Background())
+}
+
+// abandon undoes start for an open that failed after it.
+func (r *storeRun) abandon() {
+	r.stop()
+	r.log.Close()
+}
+
+// goMaintain runs loop as the maintenance goroutine; stopMaintenance
+// waits for it.
+func (r *storeRun) goMaintain(loop func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		loop()
+	}()
+}
+
+// stopMaintenance cancels the maintenance context (and a compaction in
+// progress) and waits for the maintenance goroutine to end.
+func (r *storeRun) stopMaintenance() {
+	r.stop()
+	r.wg.Wait()
+}
+
+// enterCompaction waits for the compaction slot, or ctx; leave frees it.
+func (r *storeRun) enterCompaction(ctx context.Context) (leave func(), err error) {
+	select {
+	case r.compact <- struct{}{}:
+		return func() { <-r.compact }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (o CacheStoreOptions) withDefaults() CacheStoreOptions {

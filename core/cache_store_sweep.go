@@ -74,7 +74,6 @@ func (s *CacheStore) sweepOnce(now int64) (int, CacheStoreWrite, error) {
 // CompactEvery. Close stops it, cancelling a compaction in progress (the
 // previous snapshot stays).
 func (s *CacheStore) maintain() {
-	defer s.wg.Done()
 	ctx := s.ctx
 	sweepC, stopSweep := tickerC(s.opts.SweepEvery)
 	defer stopSweep()

@@ -25,12 +25,8 @@ import (
 // group commit). A Get waits for every add appended before it to be
 // durable, so no reader sees a sum a crash could take back.
 type CounterStore struct {
-	opts    CounterStoreOptions // defaults filled; immutable
-	log     *flog.Log
-	ctx     context.Context // cancelled by Close: stops the maintenance loop
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	compact chan struct{} // one slot: one compaction at a time
+	opts CounterStoreOptions // defaults filled; immutable
+	storeRun
 
 	// mu guards the fields below. Adders hold it across their log append
 	// (the log never calls back), so the sums follow the log's order.
@@ -78,19 +74,17 @@ func OpenCounterStore(o CounterStoreOptions) (*CounterStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &CounterStore{opts: o, log: lg, compact: make(chan struct{}, 1), sums: map[string]int64{}}
-	s.ctx, s.stop = context.WithCancel(context.Background())
+	s := &CounterStore{opts: o, sums: map[string]int64{}}
+	s.start(lg)
 	if err := s.fold(lg.StartOffset(), lg.NextOffset()); err != nil {
-		s.stop()
-		lg.Close()
+		s.abandon()
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}
 	for k := range s.sums {
 		s.indexBytes += counterCost(k)
 	}
 	if o.CompactEvery > 0 {
-		s.wg.Add(1)
-		go s.maintain()
+		s.goMaintain(s.maintain)
 	}
 	return s, nil
 }
@@ -299,7 +293,6 @@ func (s *CounterStore) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.stop()
-	s.wg.Wait()
+	s.stopMaintenance()
 	return s.log.Close()
 }

@@ -36,12 +36,11 @@ const counterCheckpointBatch = 4096
 // new offset. One compaction runs at a time; a second call waits for it
 // or ctx.
 func (s *CounterStore) Compact(ctx context.Context) (CounterCompactResult, error) {
-	select {
-	case s.compact <- struct{}{}:
-	case <-ctx.Done():
-		return CounterCompactResult{}, ctx.Err()
+	leave, err := s.enterCompaction(ctx)
+	if err != nil {
+		return CounterCompactResult{}, err
 	}
-	defer func() { <-s.compact }()
+	defer leave()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -103,7 +102,6 @@ func (s *CounterStore) checkpoint(keys []string) error {
 // maintain compacts every CompactEvery once enough records followed the
 // last compaction, until Close.
 func (s *CounterStore) maintain() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.opts.CompactEvery)
 	defer t.Stop()
 	for {
