@@ -44,6 +44,9 @@ type Inspection struct {
 // records found.
 type LogInspection struct {
 	Dir string
+	// Absent says the log's directory does not exist yet: opening
+	// creates it empty (Report is then an empty log's, verdict open).
+	Absent bool
 	// Report is the recovery report, nil when the files could not be
 	// read (Err).
 	Report *flog.Report
@@ -154,6 +157,10 @@ func isDir(p string) bool {
 // inspectLog scans the log in dir, decoding each record with decode.
 func inspectLog(dir string, o InspectOptions, decode func(r *Record, payload []byte) error) *LogInspection {
 	l := &LogInspection{Dir: dir}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		l.Absent, l.Report = true, &flog.Report{Dir: dir, Verdict: flog.VerdictOpen}
+		return l
+	}
 	rep, err := flog.ScanRecords(dir, func(ri flog.RecordInfo) error {
 		r := Record{Offset: ri.Offset, Kind: ri.Kind, Segment: ri.Segment, Position: ri.Position, TimeMicros: ri.TimeMicros}
 		if err := decode(&r, ri.Payload); err != nil {

@@ -84,3 +84,21 @@ func TestSnapshotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectAbsentLog: an incarnation whose cache log does not exist
+// yet (the broker creates it at open) is an empty log that opens, not an
+// unreadable one; without a counters directory there is no counter log.
+func TestInspectAbsentLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), CachesDir, "t", "n", "c", NoIncarnationDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := Inspect(IncarnationAt(dir), InspectOptions{Cache: true, Counters: true, Records: true})
+	l := in.CacheLog
+	if l == nil || !l.Absent || l.Err != nil || l.Refused() || l.Report.NextOffset != 0 || in.CounterLog != nil {
+		t.Fatalf("absent log: %+v / %+v", l, in.CounterLog)
+	}
+	if sn := in.Snapshot; sn.Present || sn.Usable || sn.Damage != nil {
+		t.Fatalf("snapshot %+v", sn)
+	}
+}

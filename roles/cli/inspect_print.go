@@ -44,6 +44,11 @@ func printShardLog(p printer, l shardLog) error {
 	if l.Err != nil {
 		return p.Line("error: %v", l.Err)
 	}
+	if l.Log != nil && l.Log.Absent {
+		if err := p.Line("no log yet: opening creates it empty"); err != nil {
+			return err
+		}
+	}
 	r := l.Report
 	rows := make([][]string, len(r.Segments))
 	for i, s := range r.Segments {
@@ -347,8 +352,11 @@ type (
 	// storeLogJSON is a cache or counter log.
 	storeLogJSON struct {
 		logJSON
-		// Refusal is why the broker would refuse the store although the
-		// log opens; Undecodable counts the records that do not decode.
+		// Absent says the log's directory does not exist yet (opening
+		// creates it). Refusal is why the broker would refuse the store
+		// although the log opens; Undecodable counts the records that do
+		// not decode.
+		Absent      bool              `json:"absent,omitempty"`
 		Refusal     string            `json:"refusal,omitempty"`
 		Undecodable uint64            `json:"undecodable,omitempty"`
 		Records     []cacheRecordJSON `json:"records,omitempty"`
@@ -445,7 +453,7 @@ func inspectJSON(root string, logs []shardLog) inspectDoc {
 			doc.Caches = append(doc.Caches, incarnationJSON(l.Cache))
 		}
 		c := &doc.Caches[len(doc.Caches)-1]
-		j := &storeLogJSON{logJSON: commonLogJSON(l), Refusal: l.Log.Refusal, Undecodable: l.Log.Undecodable, MoreRecords: l.Log.MoreRecords}
+		j := &storeLogJSON{logJSON: commonLogJSON(l), Absent: l.Log.Absent, Refusal: l.Log.Refusal, Undecodable: l.Log.Undecodable, MoreRecords: l.Log.MoreRecords}
 		for _, r := range l.Log.Records {
 			j.Records = append(j.Records, storeRecordJSON(r))
 		}
