@@ -31,10 +31,14 @@ const (
 
 // serverFeatures returns the feature bits this broker advertises.
 func (s *Server) serverFeatures() uint64 {
+	f := ServerFeatures | ClusterFeatures
 	if s.core.Config().Storage != nil {
-		return ServerFeatures | ClusterFeatures | DurableFeatures
+		f |= DurableFeatures
 	}
-	return ServerFeatures | ClusterFeatures
+	if s.cfg.PublishWindow > 0 {
+		f |= wire.FeaturePublishPipeline
+	}
+	return f
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
@@ -64,6 +68,9 @@ type controlStream struct {
 	clientFlags uint16
 	features    uint64
 	ackOnCommit bool
+	// pipelined: the client offered FEATURE_PUBLISH_PIPELINE and was
+	// granted a publish_window (pipeline.go).
+	pipelined bool
 
 	// widths are the publish widths declared on this stream, by stream
 	// (publish_width.go); used by the loop's goroutine alone.
@@ -280,7 +287,7 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 	cs.forget = cs.srv.streams.add(id, cs.kick)
 	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
 	cs.features &= cs.srv.serverFeatures()
-	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures()})
+	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures(), PublishWindow: cs.grantWindow()})
 	return true
 }
 

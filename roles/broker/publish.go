@@ -15,6 +15,11 @@ type pubRequest struct {
 	payloads           [][]byte // owned by the request; the core retains them
 	acked              bool
 	requestID          uint64
+	// ticket is the answer's slot on a pipelining stream (held while
+	// ticketHeld): taken as the publish is read, so the answer is written
+	// in request order whichever path gives it (pipeline.go).
+	ticket     owedTicket
+	ticketHeld bool
 }
 
 func (r *pubRequest) bytes() int64 {
@@ -26,16 +31,20 @@ func (r *pubRequest) bytes() int64 {
 func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte, shard *uint32, payloads [][]byte,
 	requestID uint64, ack wire.AckMode, v wire.Validator) {
 	acked := cs.out != nil && ack != "" && ack != wire.AckNone
+	r := &pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, shard: shard, payloads: payloads, acked: acked, requestID: requestID}
+	if !cs.takeTicket(r) {
+		return // the stream is ending
+	}
 	if err := v.Validate(); err != nil {
 		e := asWireError(err)
 		if acked || (cs.out != nil && requestID != 0) {
-			cs.sendMsg(e.PublishErrorMessage(requestID, cs.withCodes()))
+			cs.answerPublish(r, cs.publishErrorFrame(requestID, e))
 		} else {
 			cs.sendError(e, nil)
 		}
 		return
 	}
-	cs.publish(&pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, shard: shard, payloads: payloads, acked: acked, requestID: requestID})
+	cs.publish(r)
 }
 
 // handleBinary serves a binary publish; any other binary frame, or one
@@ -55,8 +64,11 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 		return false
 	}
 	acked := cs.out != nil && f.Flags&wire.FlagBinaryPublishAcked != 0
-	cs.publish(&pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
-		payloads: p.Payloads, acked: acked, requestID: p.RequestID})
+	r := &pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
+		payloads: p.Payloads, acked: acked, requestID: p.RequestID}
+	if cs.takeTicket(r) {
+		cs.publish(r)
+	}
 	return true
 }
 
@@ -64,7 +76,7 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 // acked, error otherwise.
 func (cs *controlStream) refuse(r *pubRequest, e *wire.Error) {
 	if r.acked {
-		cs.sendMsg(e.PublishErrorMessage(r.requestID, cs.withCodes()))
+		cs.answerPublish(r, cs.publishErrorFrame(r.requestID, e))
 		return
 	}
 	cs.sendError(e, nil)
@@ -111,7 +123,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		return
 	}
 	if r.acked && !p.commitAck {
-		cs.out.send(cs.ctx, wire.AppendPublishOKFrame(nil, r.requestID, nil))
+		cs.answerPublish(r, wire.AppendPublishOKFrame(nil, r.requestID, nil))
 	}
 }
 
@@ -120,7 +132,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 func (cs *controlStream) queueFull(r *pubRequest) {
 	cs.srv.metrics.queueFullByTenant.get(r.tenant).Inc()
 	if r.acked {
-		cs.sendMsg(queueFullError().PublishErrorMessage(r.requestID, cs.withCodes()))
+		cs.answerPublish(r, cs.publishErrorFrame(r.requestID, queueFullError()))
 		return
 	}
 	cs.srv.metrics.ingressDropped.Inc()
@@ -143,6 +155,7 @@ type admitted struct {
 	connHeld   bool
 	globalHeld bool
 	owedHeld   bool
+	ticket     owedTicket // the answer's slot, while owedHeld
 	l          *lane
 }
 
@@ -156,8 +169,14 @@ func (p *admitted) admit() bool {
 	wait := !p.req.acked && srv.cfg.PubIngressWait
 	ctx := cs.ctx
 	if p.commitAck {
-		if cs.out.reserveOwed(ctx) != nil {
-			return false
+		if p.req.ticketHeld { // a pipelining stream's: taken as it was read
+			p.ticket, p.req.ticketHeld = p.req.ticket, false
+		} else {
+			t, err := cs.out.reserveOwed(ctx)
+			if err != nil {
+				return false
+			}
+			p.ticket = t
 		}
 		p.owedHeld = true
 	}
@@ -214,7 +233,13 @@ func (p *admitted) release() {
 		p.connHeld = false
 	}
 	if p.owedHeld {
-		p.cs.out.cancelOwed()
+		if p.cs.pipelined {
+			// Not answered: the slot goes back to the request, whose
+			// refusal is written in its place.
+			p.req.ticket, p.req.ticketHeld = p.ticket, true
+		} else {
+			p.cs.out.cancelOwed(p.ticket)
+		}
 		p.owedHeld = false
 	}
 }
@@ -317,5 +342,5 @@ func (p *admitted) answer(err error, offset *uint64) {
 		b = wire.AppendPublishOKFrame(nil, p.req.requestID, offset)
 	}
 	p.owedHeld = false
-	p.cs.out.sendOwed(b)
+	p.cs.out.sendOwed(p.ticket, b)
 }
