@@ -25,8 +25,10 @@ const (
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
 	// FEATURE_COUNTERS is among them: counters are durable only.
+	// FEATURE_PUBLISH_CONDITIONAL too: publish_if compares a log's next
+	// offset.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged |
-		wire.FeatureCounters
+		wire.FeatureCounters | wire.FeaturePublishConditional
 )
 
 // serverFeatures returns the feature bits this broker advertises.
@@ -174,6 +176,11 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, [][]byte{m.Payload}, m.RequestID, m.Ack, m)
 	case *wire.PublishBatch:
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, m.Payloads, m.RequestID, m.Ack, m)
+	case *wire.PublishIf:
+		if cs.srv.serverFeatures()&wire.FeaturePublishConditional == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handlePublishIf(m) // publish_if.go
 	case *wire.Subscribe:
 		cs.answerSubscribe(cs.handleSubscribe(m))
 	case *wire.StreamRead:

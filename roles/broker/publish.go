@@ -20,6 +20,10 @@ type pubRequest struct {
 	// in request order whichever path gives it (pipeline.go).
 	ticket     owedTicket
 	ticketHeld bool
+	// expected is a publish_if's expected offset (publish_if.go): the
+	// batch is written only at the shard's next offset, never forwarded,
+	// and always answered once durable. Nil for every other publish.
+	expected *uint64
 }
 
 func (r *pubRequest) bytes() int64 {
@@ -106,6 +110,10 @@ func (cs *controlStream) publish(r *pubRequest) {
 		idx = *r.shard
 	}
 	if rt := cs.srv.route(cs.ctx, wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
+		if r.expected != nil { // a conditional publish is served by the owner alone
+			cs.refuseRedirect(r, rt.Err(wire.ShardKindStream, r.stream, idx))
+			return
+		}
 		cs.forwardPublish(r, st, idx, rt) // forward.go
 		return
 	}
@@ -116,7 +124,11 @@ func (cs *controlStream) publish(r *pubRequest) {
 	}
 	lk := sched.LaneKey{Stream: st.Key(), Shard: idx}
 	durable := sh.Durable()
-	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue)
+	if r.expected != nil && !durable {
+		cs.refuse(r, errConditionalNotDurable(r.stream))
+		return
+	}
+	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue) || r.expected != nil
 	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), durable: durable, commitAck: r.acked && commit}
 	if !p.admit() {
 		cs.queueFull(r)
@@ -285,15 +297,23 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 // share the next fsync (group commit). Once claimed, the batch is
 // finished even if its publisher has gone.
 func (p *admitted) runDurable() {
-	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.settle)
+	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.settle)
 }
 
 // runDurablePublish claims offsets for payloads on a durable shard and
 // finishes the claim, calling settle once with the outcome: a client's
 // publish (admitted) and a forwarded one at its owner (ownerPublish)
-// alike.
-func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, settle func(error, *uint64)) {
-	c, err := sh.Claim(payloads, subject)
+// alike. With expected set the claim is conditional (core.Shard.ClaimIf):
+// it runs here, in lane order, so the check sees every publish admitted
+// before it on the shard.
+func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, settle func(error, *uint64)) {
+	var c *core.Claimed
+	var err error
+	if expected != nil {
+		c, err = sh.ClaimIf(payloads, subject, *expected)
+	} else {
+		c, err = sh.Claim(payloads, subject)
+	}
 	if err != nil {
 		s.publishes.done()
 		settle(err, nil)
@@ -335,8 +355,14 @@ func (p *admitted) answer(err error, offset *uint64) {
 	var b []byte
 	if err != nil {
 		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
+		if p.req.expected != nil {
+			if pr, ok := wire.PublishRefusedFromError(p.req.requestID, asWireError(err)); ok {
+				b, _ = wire.AppendMessageFrame(nil, pr)
+			}
+		}
 	} else {
-		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 {
+		// A conditional publish's answer always names its offset.
+		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 && p.req.expected == nil {
 			offset = nil
 		}
 		b = wire.AppendPublishOKFrame(nil, p.req.requestID, offset)
