@@ -40,6 +40,22 @@ func (c *Claimed) BaseOffset() uint64 { return c.env.BaseOffset }
 // refusal leaves no gap: a full disk is overloaded (reason storage_full),
 // a log that failed or did not recover is shard_unavailable.
 func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
+	return sh.claimDurable(payloads, publisher, nil)
+}
+
+// ClaimIf is Claim for a conditional publish: the batch is written only if
+// it would start at expected, the shard's next offset. The check and the
+// append happen under the lock every claim on the shard takes, so of
+// claims racing at one offset exactly one is written. When the shard's
+// next offset is not expected, nothing is written, no offset is taken,
+// and the error is wire.NewOffsetMismatch naming the next offset (the
+// tail). The other refusals are Claim's, checked first.
+func (sh *Shard) ClaimIf(payloads [][]byte, publisher string, expected uint64) (*Claimed, error) {
+	return sh.claimDurable(payloads, publisher, &expected)
+}
+
+// claimDurable is Claim, conditional on the next offset when expected is set.
+func (sh *Shard) claimDurable(payloads [][]byte, publisher string, expected *uint64) (*Claimed, error) {
 	sh.claimMu.Lock()
 	defer sh.claimMu.Unlock()
 	if len(payloads) == 0 {
@@ -52,10 +68,21 @@ func (sh *Shard) Claim(payloads [][]byte, publisher string) (*Claimed, error) {
 		return nil, sh.errUnavailable(sh.unavailable)
 	}
 	if sh.log == nil {
+		if expected != nil {
+			return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is not durable: a conditional publish needs the offsets of a log", sh.stream.key.Stream).
+				WithDetail("reason", "not_durable")
+		}
 		return nil, wire.NewError(wire.CodeInternal, "shard %d of %s is not durable", sh.index, sh.stream.key.Stream)
 	}
 	if last := sh.lastClaim; last != nil && last.abandoned.Load() {
 		return nil, sh.errAbandoned(last.env.BaseOffset, last.env.EndOffset(), errors.New("an earlier batch was abandoned"))
+	}
+	if expected != nil {
+		// Only claims append to the shard's log, all under claimMu, so
+		// the log's next offset is the shard's next offset here.
+		if tail := sh.log.NextOffset(); tail != *expected {
+			return nil, wire.NewOffsetMismatch(*expected, tail).WithDetail("shard", sh.index)
+		}
 	}
 	if !sh.stream.cfg.Storage.RecordPublishers {
 		publisher = ""

@@ -268,6 +268,9 @@ func newMessage(t string) Message {
 	case "unsupported":
 		return &Unsupported{}
 	}
+	if m := newPublishIfMessage(t); m != nil {
+		return m
+	}
 	if m := newCacheCondMessage(t); m != nil {
 		return m
 	}
@@ -361,6 +364,10 @@ func normalizeKey(m Message) {
 			v.Key = nil
 		}
 	case *PublishBatch:
+		if len(v.Key) == 0 {
+			v.Key = nil
+		}
+	case *PublishIf:
 		if len(v.Key) == 0 {
 			v.Key = nil
 		}

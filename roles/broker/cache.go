@@ -76,7 +76,8 @@ func (cs *controlStream) serveKeyed(m keyedRequest, action auth.Action, tenant, 
 // MaxOwedAcks wait at once (the read loop waits for a slot); the stream's
 // end waits for them.
 func (cs *controlStream) answerWhenDurable(c *core.Cache, run func(*core.Cache) (wire.Message, *wire.Error), reqID uint64) {
-	if cs.out.reserveOwed(cs.ctx) != nil {
+	t, err := cs.out.reserveOwed(cs.ctx)
+	if err != nil {
 		return // the stream is ending
 	}
 	msg, e := run(c)
@@ -86,10 +87,10 @@ func (cs *controlStream) answerWhenDurable(c *core.Cache, run func(*core.Cache) 
 				msg, e = nil, asWireError(err)
 			}
 		}
-		cs.out.sendOwed(cs.encodeAnswer(msg, e, reqID))
+		cs.out.sendOwed(t, cs.encodeAnswer(msg, e, reqID))
 	})
 	if !started {
-		cs.out.cancelOwed()
+		cs.out.cancelOwed(t)
 	}
 }
 

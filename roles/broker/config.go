@@ -82,6 +82,13 @@ type Config struct {
 	// waiting for an answer (FELIX_BROKER_MAX_OWED_ACKS, default 1024);
 	// past it the stream stops reading.
 	MaxOwedAcks int
+	// PublishWindow is the publish_window granted to a stream whose client
+	// offers FEATURE_PUBLISH_PIPELINE (FELIX_BROKER_PUBLISH_WINDOW,
+	// default 256; 0 turns pipelining off and the feature is not
+	// advertised): its acked publishes are answered in the order they
+	// were read, and at most this many wait for an answer before the
+	// stream stops reading (pipeline.go).
+	PublishWindow int
 
 	// EventBatchMaxEvents bounds the envelopes written in one event write
 	// (FELIX_EVENT_BATCH_MAX_EVENTS, default 64).
@@ -149,6 +156,7 @@ func DefaultConfig() Config {
 		PublishTotalInflightBytes: 512 << 20,
 		PublishLaneDepth:          512,
 		MaxOwedAcks:               1024,
+		PublishWindow:             256,
 		EventBatchMaxEvents:       64,
 		EventBatchMaxBytes:        64 << 10,
 		CatalogSyncInterval:       500 * time.Millisecond,
@@ -279,6 +287,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
 	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
 	r.int(&c.MaxOwedAcks, "FELIX_BROKER_MAX_OWED_ACKS", 1, 1<<20)
+	r.int(&c.PublishWindow, "FELIX_BROKER_PUBLISH_WINDOW", 0, 1<<16)
 	r.int(&c.EventBatchMaxEvents, "FELIX_EVENT_BATCH_MAX_EVENTS", 1, 1<<16)
 	r.int(&c.EventBatchMaxBytes, "FELIX_EVENT_BATCH_MAX_BYTES", 1, math.MaxInt32)
 	r.millis(&c.CatalogSyncInterval, "FELIX_CATALOG_SYNC_INTERVAL_MS", 1)

@@ -25,16 +25,22 @@ const (
 	// DurableFeatures are served only with durable storage, since they
 	// read a log.
 	// FEATURE_COUNTERS is among them: counters are durable only.
+	// FEATURE_PUBLISH_CONDITIONAL too: publish_if compares a log's next
+	// offset.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged |
-		wire.FeatureCounters
+		wire.FeatureCounters | wire.FeaturePublishConditional
 )
 
 // serverFeatures returns the feature bits this broker advertises.
 func (s *Server) serverFeatures() uint64 {
+	f := ServerFeatures | ClusterFeatures
 	if s.core.Config().Storage != nil {
-		return ServerFeatures | ClusterFeatures | DurableFeatures
+		f |= DurableFeatures
 	}
-	return ServerFeatures | ClusterFeatures
+	if s.cfg.PublishWindow > 0 {
+		f |= wire.FeaturePublishPipeline
+	}
+	return f
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
@@ -64,6 +70,9 @@ type controlStream struct {
 	clientFlags uint16
 	features    uint64
 	ackOnCommit bool
+	// pipelined: the client offered FEATURE_PUBLISH_PIPELINE and was
+	// granted a publish_window (pipeline.go).
+	pipelined bool
 
 	// widths are the publish widths declared on this stream, by stream
 	// (publish_width.go); used by the loop's goroutine alone.
@@ -167,6 +176,11 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, [][]byte{m.Payload}, m.RequestID, m.Ack, m)
 	case *wire.PublishBatch:
 		cs.handleJSONPublish(m.TenantID, m.Namespace, m.Stream, m.Key, m.Shard, m.Payloads, m.RequestID, m.Ack, m)
+	case *wire.PublishIf:
+		if cs.srv.serverFeatures()&wire.FeaturePublishConditional == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handlePublishIf(m) // publish_if.go
 	case *wire.Subscribe:
 		cs.answerSubscribe(cs.handleSubscribe(m))
 	case *wire.StreamRead:
@@ -280,7 +294,7 @@ func (cs *controlStream) handleAuth(f wire.Frame) bool {
 	cs.forget = cs.srv.streams.add(id, cs.kick)
 	cs.ackOnCommit = cs.srv.cfg.AckOnCommit || m.Features&wire.FeatureAckOnCommit != 0
 	cs.features &= cs.srv.serverFeatures()
-	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures()})
+	cs.sendMsg(&wire.AuthOK{ServerFlags: ServerFlags, ServerFeatures: cs.srv.serverFeatures(), PublishWindow: cs.grantWindow()})
 	return true
 }
 

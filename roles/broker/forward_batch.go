@@ -279,7 +279,7 @@ func (p *admitted) answerForward(off *uint64, e *wire.Error) {
 			b = wire.AppendPublishOKFrame(nil, p.req.requestID, off)
 		}
 		p.owedHeld = false
-		p.cs.out.sendOwed(b)
+		p.cs.out.sendOwed(p.ticket, b)
 	} else if e != nil {
 		srv.fwd.failed(fwdFailDropped)
 		srv.log.Debug("a forwarded fire-and-forget publish failed", "tenant", p.req.tenant, "stream", p.req.stream, "shard", p.lane.Shard, "err", e)
@@ -396,6 +396,7 @@ type cacheForward struct {
 	body     []byte // the request as JSON
 	reqID    uint64
 	readOnly bool
+	ticket   owedTicket // the answer's slot
 }
 
 // cacheChannel orders one client stream's forwards to one cache shard.
@@ -411,9 +412,11 @@ type cacheChannel struct {
 // per stream) and queues the request on the stream's channel to the
 // cache shard; the answer is written when it comes.
 func (cs *controlStream) queueCacheForward(f *cacheForward) {
-	if cs.out.reserveOwed(cs.ctx) != nil {
+	t, err := cs.out.reserveOwed(cs.ctx)
+	if err != nil {
 		return // the stream is ending
 	}
+	f.ticket = t
 	key := cacheChannel{cs: cs, tenant: f.hdr.TenantID, ns: f.hdr.Namespace, cache: f.hdr.Cache, shard: f.hdr.Shard}
 	cs.srv.fwd.cacheQ.push(key, f, cs.srv.takeCacheForwards, cs.srv.sendCacheForwards)
 }
@@ -511,7 +514,7 @@ func (s *Server) answerCacheForwards(batch []*cacheForward, res []fwdBatchResult
 		default:
 			b = wire.AppendFrame(nil, 0, answers[i])
 		}
-		cs.out.sendOwed(b)
+		cs.out.sendOwed(f.ticket, b)
 	}
 }
 

@@ -58,10 +58,12 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	owed := newServerMetrics().outAckDepth
 	sw := newStreamWriter(&out, 2, owed, func(error) {})
 	ctx := context.Background()
-	if err := sw.reserveOwed(ctx); err != nil {
+	ta, err := sw.reserveOwed(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sw.reserveOwed(ctx); err != nil {
+	tb, err := sw.reserveOwed(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if owed.Get() != 2 {
@@ -69,7 +71,7 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	}
 	full, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := sw.reserveOwed(full); err == nil {
+	if _, err := sw.reserveOwed(full); err == nil {
 		t.Fatal("a third answer slot was reserved")
 	}
 	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -77,8 +79,8 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	if err := sw.waitOwed(short); err == nil {
 		t.Fatal("waitOwed returned while two answers were owed")
 	}
-	sw.sendOwed([]byte("a"))
-	sw.cancelOwed()
+	sw.sendOwed(ta, []byte("a"))
+	sw.cancelOwed(tb)
 	if err := sw.send(ctx, []byte("b")); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +91,66 @@ func TestStreamWriterOwedAnswers(t *testing.T) {
 	if got := out.b.String(); len(got) != 2 || !bytes.ContainsRune([]byte(got), 'a') || !bytes.ContainsRune([]byte(got), 'b') {
 		t.Fatalf("wrote %q", got)
 	}
+	if owed.Get() != 0 {
+		t.Fatalf("out ack depth %v", owed.Get())
+	}
+}
+
+// On a pipelining stream the writer writes answers in the order their
+// slots were taken, whatever order they come in, a slot given back
+// unused included, and frees a slot only once its answer is written.
+func TestStreamWriterOrderedAnswers(t *testing.T) {
+	var out lockedBuffer
+	owed := newServerMetrics().outAckDepth
+	sw := newStreamWriter(&out, 1024, owed, func(error) {})
+	sw.pipeline(3)
+	ctx := context.Background()
+	var ts []owedTicket
+	for range 3 {
+		tk, err := sw.reserveOwed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tk)
+	}
+	full, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sw.reserveOwed(full); err == nil {
+		t.Fatal("a fourth slot was taken in a window of three")
+	}
+	sw.sendOwed(ts[2], []byte("c"))
+	sw.cancelOwed(ts[1])
+	waitWritten := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out.mu.Lock()
+			got := out.b.String()
+			out.mu.Unlock()
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("wrote %q, want %q", got, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if _, err := sw.reserveOwed(full); err == nil {
+		t.Fatal("a slot was freed before its answer was written")
+	}
+	sw.sendOwed(ts[0], []byte("a"))
+	waitWritten("ac")
+	if err := sw.waitOwed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t4, err := sw.reserveOwed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.sendOwed(t4, []byte("d"))
+	waitWritten("acd")
+	sw.stop()
 	if owed.Get() != 0 {
 		t.Fatalf("out ack depth %v", owed.Get())
 	}

@@ -15,6 +15,15 @@ type pubRequest struct {
 	payloads           [][]byte // owned by the request; the core retains them
 	acked              bool
 	requestID          uint64
+	// ticket is the answer's slot on a pipelining stream (held while
+	// ticketHeld): taken as the publish is read, so the answer is written
+	// in request order whichever path gives it (pipeline.go).
+	ticket     owedTicket
+	ticketHeld bool
+	// expected is a publish_if's expected offset (publish_if.go): the
+	// batch is written only at the shard's next offset, never forwarded,
+	// and always answered once durable. Nil for every other publish.
+	expected *uint64
 }
 
 func (r *pubRequest) bytes() int64 {
@@ -26,16 +35,20 @@ func (r *pubRequest) bytes() int64 {
 func (cs *controlStream) handleJSONPublish(tenant, ns, stream string, key []byte, shard *uint32, payloads [][]byte,
 	requestID uint64, ack wire.AckMode, v wire.Validator) {
 	acked := cs.out != nil && ack != "" && ack != wire.AckNone
+	r := &pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, shard: shard, payloads: payloads, acked: acked, requestID: requestID}
+	if !cs.takeTicket(r) {
+		return // the stream is ending
+	}
 	if err := v.Validate(); err != nil {
 		e := asWireError(err)
 		if acked || (cs.out != nil && requestID != 0) {
-			cs.sendMsg(e.PublishErrorMessage(requestID, cs.withCodes()))
+			cs.answerPublish(r, cs.publishErrorFrame(requestID, e))
 		} else {
 			cs.sendError(e, nil)
 		}
 		return
 	}
-	cs.publish(&pubRequest{tenant: tenant, ns: ns, stream: stream, key: key, shard: shard, payloads: payloads, acked: acked, requestID: requestID})
+	cs.publish(r)
 }
 
 // handleBinary serves a binary publish; any other binary frame, or one
@@ -55,8 +68,11 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 		return false
 	}
 	acked := cs.out != nil && f.Flags&wire.FlagBinaryPublishAcked != 0
-	cs.publish(&pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
-		payloads: p.Payloads, acked: acked, requestID: p.RequestID})
+	r := &pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
+		payloads: p.Payloads, acked: acked, requestID: p.RequestID}
+	if cs.takeTicket(r) {
+		cs.publish(r)
+	}
 	return true
 }
 
@@ -64,7 +80,7 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 // acked, error otherwise.
 func (cs *controlStream) refuse(r *pubRequest, e *wire.Error) {
 	if r.acked {
-		cs.sendMsg(e.PublishErrorMessage(r.requestID, cs.withCodes()))
+		cs.answerPublish(r, cs.publishErrorFrame(r.requestID, e))
 		return
 	}
 	cs.sendError(e, nil)
@@ -94,6 +110,10 @@ func (cs *controlStream) publish(r *pubRequest) {
 		idx = *r.shard
 	}
 	if rt := cs.srv.route(cs.ctx, wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
+		if r.expected != nil { // a conditional publish is served by the owner alone
+			cs.refuseRedirect(r, rt.Err(wire.ShardKindStream, r.stream, idx))
+			return
+		}
 		cs.forwardPublish(r, st, idx, rt) // forward.go
 		return
 	}
@@ -104,14 +124,18 @@ func (cs *controlStream) publish(r *pubRequest) {
 	}
 	lk := sched.LaneKey{Stream: st.Key(), Shard: idx}
 	durable := sh.Durable()
-	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue)
+	if r.expected != nil && !durable {
+		cs.refuse(r, errConditionalNotDurable(r.stream))
+		return
+	}
+	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue) || r.expected != nil
 	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), durable: durable, commitAck: r.acked && commit}
 	if !p.admit() {
 		cs.queueFull(r)
 		return
 	}
 	if r.acked && !p.commitAck {
-		cs.out.send(cs.ctx, wire.AppendPublishOKFrame(nil, r.requestID, nil))
+		cs.answerPublish(r, wire.AppendPublishOKFrame(nil, r.requestID, nil))
 	}
 }
 
@@ -120,7 +144,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 func (cs *controlStream) queueFull(r *pubRequest) {
 	cs.srv.metrics.queueFullByTenant.get(r.tenant).Inc()
 	if r.acked {
-		cs.sendMsg(queueFullError().PublishErrorMessage(r.requestID, cs.withCodes()))
+		cs.answerPublish(r, cs.publishErrorFrame(r.requestID, queueFullError()))
 		return
 	}
 	cs.srv.metrics.ingressDropped.Inc()
@@ -143,6 +167,7 @@ type admitted struct {
 	connHeld   bool
 	globalHeld bool
 	owedHeld   bool
+	ticket     owedTicket // the answer's slot, while owedHeld
 	l          *lane
 }
 
@@ -156,8 +181,14 @@ func (p *admitted) admit() bool {
 	wait := !p.req.acked && srv.cfg.PubIngressWait
 	ctx := cs.ctx
 	if p.commitAck {
-		if cs.out.reserveOwed(ctx) != nil {
-			return false
+		if p.req.ticketHeld { // a pipelining stream's: taken as it was read
+			p.ticket, p.req.ticketHeld = p.req.ticket, false
+		} else {
+			t, err := cs.out.reserveOwed(ctx)
+			if err != nil {
+				return false
+			}
+			p.ticket = t
 		}
 		p.owedHeld = true
 	}
@@ -214,7 +245,13 @@ func (p *admitted) release() {
 		p.connHeld = false
 	}
 	if p.owedHeld {
-		p.cs.out.cancelOwed()
+		if p.cs.pipelined {
+			// Not answered: the slot goes back to the request, whose
+			// refusal is written in its place.
+			p.req.ticket, p.req.ticketHeld = p.ticket, true
+		} else {
+			p.cs.out.cancelOwed(p.ticket)
+		}
 		p.owedHeld = false
 	}
 }
@@ -260,15 +297,23 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 // share the next fsync (group commit). Once claimed, the batch is
 // finished even if its publisher has gone.
 func (p *admitted) runDurable() {
-	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.settle)
+	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.settle)
 }
 
 // runDurablePublish claims offsets for payloads on a durable shard and
 // finishes the claim, calling settle once with the outcome: a client's
 // publish (admitted) and a forwarded one at its owner (ownerPublish)
-// alike.
-func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, settle func(error, *uint64)) {
-	c, err := sh.Claim(payloads, subject)
+// alike. With expected set the claim is conditional (core.Shard.ClaimIf):
+// it runs here, in lane order, so the check sees every publish admitted
+// before it on the shard.
+func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, settle func(error, *uint64)) {
+	var c *core.Claimed
+	var err error
+	if expected != nil {
+		c, err = sh.ClaimIf(payloads, subject, *expected)
+	} else {
+		c, err = sh.Claim(payloads, subject)
+	}
 	if err != nil {
 		s.publishes.done()
 		settle(err, nil)
@@ -310,12 +355,18 @@ func (p *admitted) answer(err error, offset *uint64) {
 	var b []byte
 	if err != nil {
 		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
+		if p.req.expected != nil {
+			if pr, ok := wire.PublishRefusedFromError(p.req.requestID, asWireError(err)); ok {
+				b, _ = wire.AppendMessageFrame(nil, pr)
+			}
+		}
 	} else {
-		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 {
+		// A conditional publish's answer always names its offset.
+		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 && p.req.expected == nil {
 			offset = nil
 		}
 		b = wire.AppendPublishOKFrame(nil, p.req.requestID, offset)
 	}
 	p.owedHeld = false
-	p.cs.out.sendOwed(b)
+	p.cs.out.sendOwed(p.ticket, b)
 }

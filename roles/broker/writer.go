@@ -29,6 +29,22 @@ type streamWriter struct {
 	ans   [][]byte      // answers handed over, not yet written
 	ansC  chan struct{} // signalled when ans gains an answer
 	spare [][]byte      // the writer's: storage for the next swap of ans
+
+	// ordered (a stream that negotiated FEATURE_PUBLISH_PIPELINE): answers
+	// are written in the order their slots were reserved. Slot t's answer
+	// waits in ring[t%len(ring)] until every earlier one is written. Set
+	// by pipeline before any slot is reserved.
+	ordered   bool
+	ring      []ansSlot // guarded by ansMu
+	reserved  uint64    // the next slot's ticket; guarded by ansMu
+	nextWrite uint64    // the ticket written next; the writer's
+}
+
+// ansSlot is one ordered answer: set once it was handed over (b empty for
+// a slot given back unused).
+type ansSlot struct {
+	b   []byte
+	set bool
 }
 
 // controlQueue bounds the frames the control loop may queue ahead of the
@@ -60,22 +76,46 @@ func (sw *streamWriter) send(ctx context.Context, b []byte) error {
 	}
 }
 
+// pipeline makes the writer answer in reservation order, with window
+// slots (the stream's publish_window). It runs once, after auth and
+// before any slot is reserved.
+func (sw *streamWriter) pipeline(window int) {
+	sw.ansMu.Lock()
+	defer sw.ansMu.Unlock()
+	sw.ordered = true
+	sw.owedC = make(chan struct{}, window)
+	sw.ring = make([]ansSlot, window)
+}
+
+// owedTicket names a reserved slot; on an ordered writer, its place in
+// the answer order.
+type owedTicket uint64
+
 // reserveOwed takes a slot for an answer that will be sent later with
-// sendOwed. It waits until a slot is free or ctx ends.
-func (sw *streamWriter) reserveOwed(ctx context.Context) error {
+// sendOwed (or given back with cancelOwed). It waits until a slot is free
+// or ctx ends: on a stream's read loop, a full set of slots stops reading.
+func (sw *streamWriter) reserveOwed(ctx context.Context) (owedTicket, error) {
 	select {
 	case sw.owedC <- struct{}{}:
 		sw.owed.Inc()
-		return nil
+		sw.ansMu.Lock()
+		t := sw.reserved
+		sw.reserved++
+		sw.ansMu.Unlock()
+		return owedTicket(t), nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return 0, context.Cause(ctx)
 	}
 }
 
-// sendOwed queues an answer whose slot reserveOwed took. It never blocks.
-func (sw *streamWriter) sendOwed(b []byte) {
+// sendOwed queues the answer of slot t. It never blocks.
+func (sw *streamWriter) sendOwed(t owedTicket, b []byte) {
 	sw.ansMu.Lock()
-	sw.ans = append(sw.ans, b)
+	if sw.ordered {
+		sw.ring[uint64(t)%uint64(len(sw.ring))] = ansSlot{b: b, set: true}
+	} else {
+		sw.ans = append(sw.ans, b)
+	}
 	sw.ansMu.Unlock()
 	select {
 	case sw.ansC <- struct{}{}:
@@ -83,8 +123,13 @@ func (sw *streamWriter) sendOwed(b []byte) {
 	}
 }
 
-// cancelOwed frees a slot that will not be used.
-func (sw *streamWriter) cancelOwed() {
+// cancelOwed frees slot t, which will carry no answer. On an ordered
+// writer the answers behind it may then go.
+func (sw *streamWriter) cancelOwed(t owedTicket) {
+	if sw.ordered {
+		sw.sendOwed(t, nil)
+		return
+	}
 	<-sw.owedC
 	sw.owed.Dec()
 }
@@ -171,6 +216,9 @@ func (sw *streamWriter) flush(buf []byte, prevErr error) error {
 // takeAnswers appends the answers handed over to buf, freeing their
 // slots, and reports whether there were any.
 func (sw *streamWriter) takeAnswers(buf *[]byte) bool {
+	if sw.ordered {
+		return sw.takeOrdered(buf)
+	}
 	sw.ansMu.Lock()
 	ans := sw.ans
 	sw.ans = sw.spare[:0]
@@ -187,4 +235,26 @@ func (sw *streamWriter) takeAnswers(buf *[]byte) bool {
 		sw.spare = nil
 	}
 	return len(ans) > 0
+}
+
+// takeOrdered appends the answers of the slots from nextWrite on that
+// have been handed over, stopping at the first still owed, and frees
+// their slots.
+func (sw *streamWriter) takeOrdered(buf *[]byte) bool {
+	sw.ansMu.Lock()
+	defer sw.ansMu.Unlock()
+	n := uint64(len(sw.ring))
+	took := false
+	for {
+		slot := &sw.ring[sw.nextWrite%n]
+		if !slot.set {
+			return took
+		}
+		*buf = append(*buf, slot.b...)
+		*slot = ansSlot{}
+		sw.nextWrite++
+		<-sw.owedC
+		sw.owed.Dec()
+		took = true
+	}
 }

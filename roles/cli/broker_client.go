@@ -17,6 +17,7 @@ import (
 type brokerClient interface {
 	PublishAcked(ctx context.Context, namespace, stream string, payload []byte, ack felix.AckMode) (felix.PublishResult, error)
 	PublishKeyedAcked(ctx context.Context, namespace, stream string, key, payload []byte, ack felix.AckMode) (felix.PublishResult, error)
+	PublishIf(ctx context.Context, namespace, stream string, key []byte, payloads [][]byte, expected uint64) (uint64, error)
 	SubscribeFrom(ctx context.Context, namespace, stream string, o felix.SubscribeOptions) (eventSource, error)
 	CachePut(ctx context.Context, namespace, cache, key string, value []byte, ttl time.Duration) error
 	CacheGet(ctx context.Context, namespace, cache, key string) ([]byte, bool, error)

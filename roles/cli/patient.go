@@ -87,6 +87,15 @@ func (c patientClient) PublishKeyedAcked(ctx context.Context, ns, stream string,
 	})
 }
 
+// A conditional publish is waited out like the conditional cache writes:
+// an offset_mismatch is fatal and a lost answer outcome_unknown, so
+// neither is sent again (waitOut).
+func (c patientClient) PublishIf(ctx context.Context, ns, stream string, key []byte, payloads [][]byte, expected uint64) (uint64, error) {
+	return retryPatiently(ctx, func() (uint64, error) {
+		return c.brokerClient.PublishIf(ctx, ns, stream, key, payloads, expected)
+	})
+}
+
 func (c patientClient) SubscribeFrom(ctx context.Context, ns, stream string, o felix.SubscribeOptions) (eventSource, error) {
 	return retryPatiently(ctx, func() (eventSource, error) { return c.brokerClient.SubscribeFrom(ctx, ns, stream, o) })
 }

@@ -23,7 +23,8 @@ func pubCommand(tk toolkit) *cli.Command {
 		Name:      "pub",
 		Usage:     "publish messages to a stream",
 		ArgsUsage: "STREAM MSG... (or STREAM --stdin)",
-		UsageText: "felix pub STREAM MSG... [--ack] [--key K] [-o json]\nfelix pub STREAM --stdin [--ack] [--key K] [-o json]",
+		UsageText: "felix pub STREAM MSG... [--ack] [--key K] [-o json]\nfelix pub STREAM --stdin [--ack] [--key K] [-o json]\n" +
+			"felix pub STREAM MSG... --if-offset N [--key K] [-o json]",
 		Description: "Publishes each MSG (or, with --stdin, each line of standard input, up to 16 MiB a line)\n" +
 			"as one message to STREAM in the current tenant and namespace. Without --ack the messages\n" +
 			"are sent without waiting for the broker and flushed before exit; with --ack each one waits\n" +
@@ -32,15 +33,18 @@ func pubCommand(tk toolkit) *cli.Command {
 			"Output: without --ack, nothing in text. With --ack, one line per message, \"offset N\", with\n" +
 			"the offset the broker assigned it (durable streams), or, for a stream without offsets, one line\n" +
 			"saying how many were acknowledged. -o json prints one document when done:\n" +
-			"{\"stream\",\"published\",\"acked\",\"offsets\"} (offsets only with --ack on a durable stream).\n" +
+			"{\"stream\",\"published\",\"acked\",\"offsets\"} (offsets only with --ack on a durable stream).\n\n" +
+			pubIfHelp + "\n\n" +
 			"Examples:\n\n" +
 			"   felix pub events hello world\n" +
 			"   seq 1 1000 | felix pub events --stdin --ack\n" +
-			"   felix pub events -- --a-message-starting-with-dashes",
+			"   felix pub events -- --a-message-starting-with-dashes\n" +
+			"   felix pub orders placed --if-offset 42",
 		Flags: clientFlags(
 			&cli.BoolFlag{Name: "stdin", Usage: "read messages from standard input, one per line"},
 			&cli.BoolFlag{Name: "ack", Usage: "wait for the broker to acknowledge each message"},
 			&cli.StringFlag{Name: "key", Usage: "publish with routing `KEY` (picks the shard)"},
+			ifOffsetFlag(),
 		),
 		Action: func(c *cli.Context) error { return runPub(c, tk) },
 	})
@@ -57,6 +61,18 @@ func runPub(c *cli.Context, tk toolkit) error {
 		return usageErrorf(c, "give messages as arguments or with --stdin, not both")
 	case !stdin && len(msgs) == 0:
 		return usageErrorf(c, "no message to publish (give MSG arguments or --stdin)")
+	}
+	if c.IsSet(flagIfOffset) {
+		if c.Bool("ack") {
+			return usageErrorf(c, "--if-offset always waits for the broker's answer; leave out --ack")
+		}
+		return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, out printer) error {
+			var in io.Reader
+			if stdin {
+				in = c.App.Reader
+			}
+			return runPubIf(ctx, c, bc, s, out, msgs, in)
+		})
 	}
 	return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, out printer) error {
 		p := &publisher{client: bc, ns: s.Namespace, stream: c.Args().First(), key: []byte(c.String("key")),

@@ -140,6 +140,13 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.ShardOwnersView:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.PublishOK: // publish_if's answers (publish_if.go)
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.PublishRefused:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.PublishError:
+		id := m.RequestID
+		return w.refuse(st, &id, brokerErrorFromWire(m.Err()))
 	case *wire.NotLeader:
 		return w.refuse(st, m.RequestID, notLeaderError(m))
 	case *wire.SubscribeCursorError:

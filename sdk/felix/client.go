@@ -21,7 +21,7 @@ const (
 		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
 		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained |
 		wire.FeatureTopology | wire.FeatureRedirect | wire.FeatureStreamShards | wire.FeatureCacheShards |
-		wire.FeatureShardOwners | wire.FeatureShardMoved
+		wire.FeatureShardOwners | wire.FeatureShardMoved | wire.FeaturePublishConditional
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish

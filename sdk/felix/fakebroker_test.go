@@ -79,6 +79,7 @@ type fakeBroker struct {
 	ttls        map[string]uint64
 	versions    map[string]uint64 // the version of each key in cache (cache_cond_test.go)
 	condOps     int               // conditional writes received
+	pubIfOps    int               // publish_if requests received (publish_if_test.go)
 	counters    map[string]int64  // "cache/key" -> sum (counters_test.go)
 	counterAdds int               // counter_add requests received
 	lastVersion uint64
@@ -403,6 +404,8 @@ func (fb *fakeBroker) handle(conn transport.Conn, s transport.Stream, clientFlag
 		return fb.cacheOp(s, msg)
 	case *wire.CachePutIf, *wire.CacheDeleteIf:
 		return fb.condOp(s, msg)
+	case *wire.PublishIf:
+		return fb.publishIf(s, m)
 	case *wire.CounterAdd, *wire.CounterGet:
 		return fb.counterOp(s, msg)
 	case *wire.StreamRead:

@@ -237,6 +237,22 @@ func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handl
 			_ = writeMsg(s, nl)
 			return true, true
 		}
+	case *wire.PublishIf: // never forwarded: a non-owner answers not_leader
+		var shard uint32
+		if shards := cl.shardCount(KindStream, m.Namespace, m.Stream); len(m.Key) > 0 && shards > 0 {
+			shard = wire.ShardForKey(m.Key, shards)
+		}
+		if m.Shard != nil {
+			shard = *m.Shard
+		}
+		if nl := cl.redirect(fb, KindStream, m.Namespace, m.Stream, shard); nl != nil {
+			fb.mu.Lock()
+			fb.pubIfOps++
+			fb.mu.Unlock()
+			id := m.RequestID
+			nl.RequestID = &id
+			return true, writeMsg(s, nl) == nil
+		}
 	case *wire.Publish:
 		if len(m.Stream) >= 6 && m.Stream[:6] == "strict" && m.Ack != wire.AckNone {
 			var shard uint32
