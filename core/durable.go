@@ -17,10 +17,14 @@ type Claimed struct {
 	sh  *Shard
 	env *Envelope
 	app flog.Appended
-	// prev is the claim before this one (nil for a shard's first claim);
-	// done is closed when this one has finished. Each claim waits for its
-	// predecessor alone, so finishing N outstanding claims wakes N
-	// goroutines, not N per finished claim.
+	// prev is the claim before this one (nil for a shard's first claim,
+	// and once this one no longer needs it); done is closed when this one
+	// has finished. Each claim waits for its predecessor alone, so
+	// finishing N outstanding claims wakes N goroutines, not N per
+	// finished claim. Finish drops prev once it has waited for it: the
+	// claims link back to the shard's first, and a chain kept whole
+	// would hold every batch published since (payloads and frames) for
+	// as long as the shard lives.
 	prev *Claimed
 	done chan struct{}
 	// abandoned is set, before done is closed, when Finish gave up before
@@ -132,13 +136,14 @@ func (c *Claimed) finish(waitCtx, ctx context.Context) error {
 	if cerr := waitCtx.Err(); werr != nil && cerr != nil && errors.Is(werr, cerr) {
 		return c.abandon(cerr)
 	}
-	if c.prev != nil {
+	if prev := c.prev; prev != nil {
 		select {
-		case <-c.prev.done:
+		case <-prev.done:
 		case <-waitCtx.Done():
 			return c.abandon(waitCtx.Err())
 		}
-		if c.prev.abandoned.Load() {
+		c.prev = nil // see prev's doc: finish is its only reader
+		if prev.abandoned.Load() {
 			return c.abandon(errors.New("an earlier batch was abandoned"))
 		}
 	}
