@@ -40,7 +40,7 @@ func (s *Server) serverFeatures() uint64 {
 	if s.cfg.PublishWindow > 0 {
 		f |= wire.FeaturePublishPipeline
 	}
-	return f
+	return f | wire.FeatureIdempotentProducer
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
@@ -181,6 +181,10 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 			return cs.handleUnknown(msg.MessageType(), f.Payload)
 		}
 		cs.handlePublishIf(m) // publish_if.go
+	case *wire.ProducerInit:
+		cs.handleProducerInit(m) // idempotent.go
+	case *wire.PublishIdempotent:
+		cs.handlePublishIdempotent(m)
 	case *wire.Subscribe:
 		cs.answerSubscribe(cs.handleSubscribe(m))
 	case *wire.StreamRead:
