@@ -19,7 +19,8 @@ import (
 const (
 	ServerFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
 		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
-		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
+		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher |
+		wire.FlagBinaryPublishIdempotent
 	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete |
 		wire.FeatureCacheConditional | wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
 	// DurableFeatures are served only with durable storage, since they
@@ -44,7 +45,8 @@ func (s *Server) serverFeatures() uint64 {
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
-const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed
+const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
+	wire.FlagBinaryPublishIdempotent
 
 // controlStream serves one client-opened stream: a bidirectional control
 // stream (requests and answers) or, with out == nil, a unidirectional

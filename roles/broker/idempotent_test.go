@@ -142,3 +142,39 @@ func TestIdempotentPublishNotForwarded(t *testing.T) {
 	s.send(m)
 	wantWritten(t, s.recv(), 2, 0)
 }
+
+func binIdem(stream string, reqID, producer, seq uint64, payloads ...string) []byte {
+	p := wire.BinaryPublish{RequestID: reqID, ProducerID: producer, Sequence: seq, TenantID: testTenant, Namespace: "prod", Stream: stream}
+	for _, pl := range payloads {
+		p.Payloads = append(p.Payloads, []byte(pl))
+	}
+	return p.AppendFrame(nil, wire.PublishFlags(true, false)|wire.FlagBinaryPublishIdempotent)
+}
+
+// TestIdempotentBinaryPublish: FLAG_BINARY_PUBLISH_IDEMPOTENT is
+// advertised and carries the producer and sequence as publish_idempotent
+// does, with the same answers; a frame without a producer is refused.
+func TestIdempotentBinaryPublish(t *testing.T) {
+	e := startDurable(t, testConfig())
+	s := e.authed(e.dial(0), 0, idemFeatures, pubAll)
+	if ServerFlags&wire.FlagBinaryPublishIdempotent == 0 {
+		t.Fatal("FLAG_BINARY_PUBLISH_IDEMPOTENT not advertised")
+	}
+	id := producerInit(t, s, "log")
+	s.write(binIdem("log", 1, id, 0, "a", "b"))
+	wantWritten(t, s.recv(), 1, 0)
+	s.write(binIdem("log", 2, id, 1, "c"))
+	wantWritten(t, s.recv(), 2, 2)
+	s.write(binIdem("log", 3, id, 0, "a", "b"))
+	wantWritten(t, s.recv(), 3, 0)
+	s.write(binIdem("log", 4, id, 0, "a", "x"))
+	wantProducerRefused(t, s.recv(), 4, wire.ReasonSequenceReused)
+	// The JSON form continues the same sequence.
+	s.send(pubIdem("log", 5, id, 2, "d"))
+	wantWritten(t, s.recv(), 5, 3)
+	if recs := readLog(t, s, "log"); len(recs) != 4 {
+		t.Fatalf("log holds %d records, want 4", len(recs))
+	}
+	s.write(binIdem("log", 6, 0, 0, "z"))
+	expectCode(t, s.recv(), wire.CodeInvalidRequest)
+}

@@ -82,6 +82,15 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 	acked := cs.out != nil && f.Flags&wire.FlagBinaryPublishAcked != 0
 	r := &pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
 		payloads: p.Payloads, acked: acked, requestID: p.RequestID}
+	if f.Flags&wire.FlagBinaryPublishIdempotent != 0 {
+		// An idempotent batch is answered, so it needs a control stream
+		// (ParseBinaryPublish has checked it is acked) and a producer.
+		if !acked || p.ProducerID == 0 {
+			cs.sendError(wire.NewError(wire.CodeInvalidRequest, "binary idempotent publish: needs a control stream and a producer id other than 0 (take one with producer_init)"), nil)
+			return false
+		}
+		r.idem = &idemSeq{producer: p.ProducerID, seq: p.Sequence}
+	}
 	if cs.takeTicket(r) {
 		cs.publish(r)
 	}

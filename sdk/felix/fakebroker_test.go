@@ -337,6 +337,14 @@ func (fb *fakeBroker) binaryPublish(s transport.Stream, f wire.Frame) bool {
 	if err != nil {
 		return false
 	}
+	if f.Flags&wire.FlagBinaryPublishIdempotent != 0 { // fakeidem_test.go
+		seq := p.Sequence
+		fb.mu.Lock()
+		fb.idem.binary++
+		fb.mu.Unlock()
+		return fb.idemOp(s, &wire.PublishIdempotent{TenantID: p.TenantID, Namespace: p.Namespace, Stream: p.Stream,
+			Payloads: p.Payloads, Key: p.Key, ProducerID: p.ProducerID, Sequence: &seq, RequestID: p.RequestID})
+	}
 	if f.Flags&wire.FlagBinaryPublishAcked != 0 {
 		m := &wire.Publish{Namespace: p.Namespace, Stream: p.Stream, Key: p.Key, RequestID: p.RequestID, Ack: wire.AckPerMessage}
 		if handled, keep := fb.clusterHandle(s, m); handled {
@@ -419,7 +427,7 @@ func (fb *fakeBroker) handle(conn transport.Conn, s transport.Stream, clientFlag
 	case *wire.PublishIf:
 		return fb.publishIf(s, m)
 	case *wire.ProducerInit, *wire.PublishIdempotent:
-		return fb.idemOp(conn, s, msg)
+		return fb.idemOp(s, msg)
 	case *wire.CounterAdd, *wire.CounterGet:
 		return fb.counterOp(s, msg)
 	case *wire.StreamRead:

@@ -12,7 +12,8 @@ import (
 type fakeIdem struct {
 	nextID  uint64
 	inits   int
-	sends   int                              // publish_idempotent requests received
+	sends   int                               // publish_idempotent requests received
+	binary  int                               // of them, binary frames
 	seqs    map[fakeIdemKey]*fakeIdemProducer // by producer and shard
 	sendLog []fakeIdemSend                    // every publish_idempotent, in arrival order
 }
@@ -39,7 +40,7 @@ type fakeIdemSend struct {
 
 // idemOp answers producer_init and publish_idempotent as a shard owner
 // would (without the 64-sequence bound).
-func (fb *fakeBroker) idemOp(conn transport.Conn, s transport.Stream, msg wire.Message) bool {
+func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.ProducerInit:
 		fb.mu.Lock()
@@ -108,7 +109,7 @@ func (fb *fakeBroker) idemOp(conn transport.Conn, s transport.Stream, msg wire.M
 			return writeMsg(s, &wire.PublishRefused{RequestID: m.RequestID, Producer: refusal}) == nil
 		}
 		if wrote && fb.opts.loseAnswer != nil && fb.opts.loseAnswer(m) {
-			_ = conn.CloseWithError(1, "answer lost")
+			fb.closeConns("answer lost")
 			return false
 		}
 		return writeMsg(s, &wire.PublishOK{RequestID: m.RequestID, Offset: &base}) == nil

@@ -542,22 +542,36 @@ func (p *IdempotentProducer) number(j *idemJob) error {
 }
 
 // write sends j on the stream and adds it to the unanswered; false when
-// the stream failed (j is then in doubt).
+// the stream failed (j is then in doubt). It goes as a binary frame
+// (FLAG_BINARY_PUBLISH_IDEMPOTENT) when the broker advertised one and the
+// batch needs no explicit shard, as publish_idempotent otherwise.
 func (p *IdempotentProducer) write(j *idemJob) bool {
+	c := p.cur
+	explicit := j.key != nil && c.serverFeatures&wire.FeatureExplicitShard != 0
+	if c.serverFlags&wire.FlagBinaryPublishIdempotent != 0 && !explicit {
+		b := wire.BinaryPublish{RequestID: c.newRequestID(), ProducerID: j.id, Sequence: j.seq, Key: j.key,
+			TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads}
+		j.reqID = b.RequestID
+		return p.writeFrame(j, b.AppendFrame(nil, wire.PublishFlags(true, j.key != nil)|wire.FlagBinaryPublishIdempotent), nil)
+	}
 	seq := j.seq
 	m := &wire.PublishIdempotent{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads,
 		ProducerID: j.id, Sequence: &seq, RequestID: p.cur.newRequestID()}
-	if j.key != nil {
-		if p.cur.serverFeatures&wire.FeatureExplicitShard != 0 {
-			shard := j.shard
-			m.Shard = &shard // checked against the stream's width, never wrapped
-		} else {
-			m.Key = j.key
-		}
+	if explicit {
+		shard := j.shard
+		m.Shard = &shard // checked against the stream's width, never wrapped
+	} else {
+		m.Key = j.key
 	}
 	j.reqID = m.RequestID
-	p.inflight = append(p.inflight, j)
 	frame, err := wire.AppendMessageFrame(nil, m)
+	return p.writeFrame(j, frame, err)
+}
+
+// writeFrame adds j to the unanswered and writes its frame (encoded with
+// error err); false when the stream failed.
+func (p *IdempotentProducer) writeFrame(j *idemJob, frame []byte, err error) bool {
+	p.inflight = append(p.inflight, j)
 	if err == nil {
 		_, err = p.st.s.Write(frame)
 	}
