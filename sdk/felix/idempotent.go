@@ -122,7 +122,14 @@ type idemJob struct {
 	shard    uint32
 	reqID    uint64 // of the latest send
 	res      chan idemResult
+	// notFound is when the broker first answered not_found to it.
+	notFound time.Time
 }
+
+// idemNotFoundPatience is how long a batch refused not_found is sent
+// again before the refusal stands: long enough for a restarted or newly
+// promoted broker to learn the stream from its control plane.
+const idemNotFoundPatience = 5 * time.Second
 
 type idemResult struct {
 	offset uint64
@@ -641,16 +648,29 @@ func (p *IdempotentProducer) handle(a idemAnswer) {
 }
 
 // refused acts on an error answer: a class that says the batch may be sent
-// again (retry, retry_after, outcome_unknown) puts everything unanswered
-// in doubt and reopens the stream; any other fails the batch it names, or
+// again (retry, retry_after, outcome_unknown), and not_found for up to
+// idemNotFoundPatience, puts everything unanswered in doubt and reopens
+// the stream after a backoff; any other fails the batch it names, or
 // every unanswered batch for an error naming none.
 func (p *IdempotentProducer) refused(id *uint64, e *wire.Error) {
+	transient := false
 	switch e.Retry {
 	case wire.RetryRetry, wire.RetryRetryAfter, wire.RetryOutcomeUnknown:
-		if e.Code != wire.CodeNotLeader {
-			p.streamFailed()
-			return
+		transient = e.Code != wire.CodeNotLeader
+	}
+	if e.Code == wire.CodeNotFound && id != nil {
+		for _, j := range p.inflight {
+			if j.reqID == *id {
+				if j.notFound.IsZero() {
+					j.notFound = time.Now()
+				}
+				transient = time.Since(j.notFound) < idemNotFoundPatience
+			}
 		}
+	}
+	if transient {
+		p.streamFailed()
+		return
 	}
 	if id == nil {
 		for _, j := range append(p.inflight, p.doubt...) {
