@@ -127,3 +127,100 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 	dups += max(0, n.metric("felix_idempotent_duplicates_total"))
 	t.Logf("%d batches through 3 kills; the restarted brokers answered %v re-sends from their producer tables", batches, dups)
 }
+
+// The same through a UDP proxy that loses 3% of datagrams, delays the
+// rest and, three times mid-publish, drops every answer until the
+// connection dies: the batches written but unanswered are sent again on
+// a new connection and answered from the producer table, and every batch
+// is in the log exactly once, in order.
+func TestIdempotentProducerExactlyOnceThroughALossyLink(t *testing.T) {
+	if e2eTransport == felix.TransportTCP {
+		t.Skip("the UDP proxy carries QUIC only; TCP is covered by the SIGKILL test")
+	}
+	n := startServe(t, "FELIX_DURABLE_FSYNC=always")
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	n.mustFelix(ctx, "admin", "stream", "create", "lossy", "--durable")
+	proxy := newUDPProxy(t, n.client.BrokerAddr)
+	var blackhole atomic.Bool
+	loss := lossy(0.03, 11)
+	proxy.drop = func(toServer bool) bool { return (!toServer && blackhole.Load()) || loss(toServer) }
+	proxy.delay = func(bool) time.Duration { return time.Duration(time.Now().UnixNano()%2000) * time.Microsecond }
+	cfg := n.sdkConfig(n.adminToken())
+	cfg.Addr, cfg.ServerName = proxy.addr(), "127.0.0.1"
+	cfg.DialTimeout, cfg.KeepAlive, cfg.MaxIdleTimeout = 2*time.Second, 200*time.Millisecond, 1500*time.Millisecond
+	var c *felix.Client
+	eventually(t, 20*time.Second, "connect through the proxy", func() bool {
+		var err error
+		c, err = felix.Connect(ctx, cfg)
+		return err == nil
+	})
+	defer c.Close()
+	eventually(t, 15*time.Second, "the stream to be served", func() bool {
+		_, err := c.Read(ctx, "default", "lossy", 0, 0, nil, 0)
+		return err == nil
+	})
+	p, err := c.IdempotentProducer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches = 400
+	payload := func(i int) string { return fmt.Sprintf("lossy-%04d", i) }
+	var done atomic.Int64
+	var offsets []uint64
+	var pubErr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for from := 0; from < batches; from += 10 {
+			var bs [][][]byte
+			for i := from; i < from+10; i++ {
+				bs = append(bs, [][]byte{[]byte(payload(i))})
+			}
+			offs, err := p.PublishBatches(ctx, "default", "lossy", bs)
+			offsets = append(offsets, offs...)
+			if err != nil {
+				pubErr = err
+				return
+			}
+			done.Add(int64(len(offs)))
+		}
+	}()
+	for phase := 1; phase <= 3; phase++ {
+		target := int64(phase * batches / 4)
+		eventually(t, 60*time.Second, fmt.Sprintf("%d batches before blackout %d", target, phase), func() bool {
+			return done.Load() >= target
+		})
+		blackhole.Store(true)
+		time.Sleep(2500 * time.Millisecond) // past the client's idle timeout
+		blackhole.Store(false)
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		t.Fatalf("the producer did not finish: %d batches answered", done.Load())
+	}
+	if pubErr != nil {
+		t.Fatalf("publish: %v", pubErr)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ccancel()
+	if err := p.Close(cctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	reader := n.connect(ctx, n.adminToken())
+	recs := readAll(ctx, t, reader, "lossy", 0)
+	if len(recs) != batches {
+		t.Fatalf("the log holds %d records, want %d (each batch once)", len(recs), batches)
+	}
+	for i, r := range recs {
+		if string(r.Payload) != payload(i) || r.Offset != offsets[i] {
+			t.Fatalf("record %d: %q at %d, want %q at %d", i, r.Payload, r.Offset, payload(i), offsets[i])
+		}
+	}
+	dups := n.metric("felix_idempotent_duplicates_total")
+	if dups < 1 {
+		t.Fatalf("no batch was answered from the producer table (%v): the blackouts put none in doubt", dups)
+	}
+	t.Logf("%d batches, %d datagrams dropped, %v re-sends answered from the producer table", batches, proxy.dropped.Load(), dups)
+}
