@@ -36,6 +36,17 @@ type fakeIdemBatch struct {
 type fakeIdemSend struct {
 	id, seq uint64
 	shard   uint32
+	node    int // the index of the cluster node that took it (0 outside a cluster)
+}
+
+// idemHome is the fake whose producer table and records a publish uses:
+// fb itself, or, in a fake cluster, its first node, standing for one
+// replicated log whichever node owns the shard now.
+func (fb *fakeBroker) idemHome() *fakeBroker {
+	if cl := fb.opts.cluster; cl != nil {
+		return cl.node(0)
+	}
+	return fb
 }
 
 // idemOp answers producer_init and publish_idempotent as a shard owner
@@ -43,6 +54,7 @@ type fakeIdemSend struct {
 func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.ProducerInit:
+		fb := fb.idemHome()
 		fb.mu.Lock()
 		fb.idem.nextID++
 		fb.idem.inits++
@@ -65,12 +77,20 @@ func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 		if m.Shard != nil {
 			shard = *m.Shard
 		}
+		node := 0
+		if cl := fb.opts.cluster; cl != nil {
+			node = cl.indexOf(fb)
+			if n := cl.shardCount(KindStream, m.Namespace, m.Stream); m.Shard == nil && len(m.Key) > 0 && n > 0 {
+				shard = wire.ShardForKey(m.Key, n)
+			}
+		}
 		seq := *m.Sequence
 		digest := wire.BatchDigest(m.Payloads)
 		k := fakeIdemKey{m.ProducerID, shard}
+		fb := fb.idemHome()
 		fb.mu.Lock()
 		fb.idem.sends++
-		fb.idem.sendLog = append(fb.idem.sendLog, fakeIdemSend{m.ProducerID, seq, shard})
+		fb.idem.sendLog = append(fb.idem.sendLog, fakeIdemSend{m.ProducerID, seq, shard, node})
 		if fb.idem.seqs == nil {
 			fb.idem.seqs = map[fakeIdemKey]*fakeIdemProducer{}
 		}

@@ -1,9 +1,11 @@
 package felix
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,8 +30,9 @@ import (
 // producer opens a new stream (dialling a new connection with the
 // client's Config when the client's own is gone) and sends them again, in
 // order, under the same producer id and sequences, until each is answered.
-// A plain Client's producer talks to that one broker; ClusterClient does
-// not offer a producer yet.
+// A Client's producer talks to that one broker; a ClusterClient's sends
+// each shard's batches to the shard's owner, with a stream of its own to
+// each owner, and follows not_leader.
 //
 // A batch the broker refuses (a *PublishRefusedError, or any other fatal
 // error) was not written, and neither is any batch behind it on the same
@@ -75,8 +78,8 @@ func (e *PublishRefusedError) Unwrap() error {
 // again. Its methods are safe for concurrent use; batches of concurrent
 // calls go out in the order the producer received them.
 type IdempotentProducer struct {
-	base *Client
-	cfg  Config
+	router idemRouter
+	cfg    Config
 
 	jobs    chan *idemJob
 	closing chan struct{} // closed by Close: no batch is taken after it
@@ -93,16 +96,46 @@ type IdempotentProducer struct {
 	first uint64
 
 	// Owned by the sender goroutine.
-	cur      *Client   // the client the stream is on: base, or one dialled
-	owned    []*Client // clients the producer dialled (closed by it)
+	lanes   map[*Client]*idemLane  // a stream to each broker batches go to
+	owner   map[idemShard]*Client  // where each shard's batches go now
+	doubt   []*idemJob             // to send again, in numbering order, before anything new
+	streams map[string]*idemStream // by "ns/stream"
+	answers chan idemAnswer
+	backoff time.Duration
+	order   uint64 // numbers jobs as they are numbered
+	gen     uint64 // numbers lanes
+}
+
+// idemShard names one shard of one stream.
+type idemShard struct {
+	stream string // "ns/stream"
+	shard  uint32
+}
+
+// idemLane is the producer's control stream to one broker.
+type idemLane struct {
+	c        *Client
 	st       *ctrlStream
-	gen      uint64 // counts streams, to drop a dead stream's answers
+	gen      uint64
 	window   int
 	inflight []*idemJob // sent, unanswered, in send order
-	doubt    []*idemJob // to send again, in order, before anything new
-	streams  map[string]*idemStream
-	answers  chan idemAnswer
-	backoff  time.Duration
+}
+
+// idemRouter is where a producer's batches go: one Client, or a
+// ClusterClient's shard owners.
+type idemRouter interface {
+	// entry returns a client for producer_init and stream_shards.
+	entry(ctx context.Context) (*Client, error)
+	// owner returns the client of the broker serving the shard.
+	owner(ctx context.Context, ns, stream string, shard uint32) (*Client, error)
+	// redirected returns the client at addr, which a not_leader named, or
+	// nil when the producer does not follow redirects.
+	redirected(ctx context.Context, addr string) *Client
+	// failed reports that c did not serve the shard (its connection
+	// failed, or it is not the owner).
+	failed(c *Client, ns, stream string, shard uint32)
+	// close closes what the router dialled itself.
+	close()
 }
 
 // idemStream is what the producer holds of one stream.
@@ -112,6 +145,73 @@ type idemStream struct {
 	seqs  map[uint32]uint64 // next sequence per shard
 }
 
+// clientRouter sends everything to one Client, dialling a replacement
+// with its Config when its connection is gone.
+type clientRouter struct {
+	base  *Client
+	cur   *Client
+	owned *Client // dialled by the router; closed with it
+}
+
+func (r *clientRouter) entry(ctx context.Context) (*Client, error) {
+	if !r.cur.dead() {
+		return r.cur, nil
+	}
+	c, err := Connect(ctx, r.base.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if r.owned != nil {
+		_ = r.owned.Close()
+	}
+	r.cur, r.owned = c, c
+	return c, nil
+}
+
+func (r *clientRouter) owner(ctx context.Context, _, _ string, _ uint32) (*Client, error) {
+	return r.entry(ctx)
+}
+
+func (r *clientRouter) redirected(context.Context, string) *Client { return nil }
+
+func (r *clientRouter) failed(*Client, string, string, uint32) {}
+
+func (r *clientRouter) close() {
+	if r.owned != nil {
+		_ = r.owned.Close()
+	}
+}
+
+// clusterRouter sends each shard's batches to its owner as the
+// ClusterClient knows it, and forgets the owner when it fails.
+type clusterRouter struct{ cc *ClusterClient }
+
+func (r clusterRouter) entry(ctx context.Context) (*Client, error) { return r.cc.client(ctx) }
+
+func (r clusterRouter) owner(ctx context.Context, ns, stream string, shard uint32) (*Client, error) {
+	c, _, _, err := r.cc.routedClient(ctx, streamRoute(ns, stream, nil, shard), false)
+	return c, err
+}
+
+func (r clusterRouter) redirected(ctx context.Context, addr string) *Client {
+	c, err := r.cc.clientAt(ctx, addr)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+func (r clusterRouter) failed(c *Client, ns, stream string, shard uint32) {
+	if c.dead() {
+		r.cc.invalidate(c)
+	}
+	if r.cc.owners != nil {
+		r.cc.owners.drop(ownerKey{kind: KindStream, namespace: ns, name: stream}, shard)
+	}
+}
+
+func (clusterRouter) close() {}
+
 type idemJob struct {
 	ns, stream string
 	key        []byte
@@ -120,11 +220,18 @@ type idemJob struct {
 	numbered bool
 	id, seq  uint64
 	shard    uint32
+	order    uint64 // when it was numbered, among all the producer's batches
 	reqID    uint64 // of the latest send
 	res      chan idemResult
 	// notFound is when the broker first answered not_found to it.
 	notFound time.Time
+	// attempts counts the failures to number it.
+	attempts int
 }
+
+// idemNumberAttempts bounds the tries to number a batch (take the
+// stream's producer id, learn its width) before the batch fails.
+const idemNumberAttempts = 30
 
 // idemNotFoundPatience is how long a batch refused not_found is sent
 // again before the refusal stands: long enough for a restarted or newly
@@ -137,7 +244,8 @@ type idemResult struct {
 }
 
 type idemAnswer struct {
-	gen uint64
+	lane *idemLane
+	gen  uint64
 	msg wire.Message
 	err error
 }
@@ -156,12 +264,37 @@ func (c *Client) IdempotentProducer(ctx context.Context) (*IdempotentProducer, e
 	if err := c.checkUsable(); err != nil {
 		return nil, err
 	}
+	return newIdempotentProducer(&clientRouter{base: c, cur: c}, c.cfg), nil
+}
+
+// IdempotentProducer returns a producer publishing through cc: each
+// shard's batches go to the shard's owner (on a stream of the producer's
+// own to each owner) and follow not_leader, and a batch in doubt when its
+// owner's connection fails is sent again to the owner found next. It
+// needs the brokers to advertise FEATURE_IDEMPOTENT_PRODUCER. Close the
+// producer before cc.
+func (cc *ClusterClient) IdempotentProducer(ctx context.Context) (*IdempotentProducer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notSent(err)
+	}
+	c, err := cc.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.needFeature(wire.FeatureIdempotentProducer, "idempotent producers (FEATURE_IDEMPOTENT_PRODUCER)"); err != nil {
+		return nil, err
+	}
+	return newIdempotentProducer(clusterRouter{cc: cc}, c.cfg), nil
+}
+
+func newIdempotentProducer(r idemRouter, cfg Config) *IdempotentProducer {
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &IdempotentProducer{base: c, cfg: c.cfg, jobs: make(chan *idemJob, maxIdemInflight), closing: make(chan struct{}), ctx: pctx, cancel: cancel,
-		done: make(chan struct{}), ids: map[string]uint64{}, cur: c, streams: map[string]*idemStream{},
+	p := &IdempotentProducer{router: r, cfg: cfg, jobs: make(chan *idemJob, maxIdemInflight), closing: make(chan struct{}),
+		ctx: pctx, cancel: cancel, done: make(chan struct{}), ids: map[string]uint64{},
+		lanes: map[*Client]*idemLane{}, owner: map[idemShard]*Client{}, streams: map[string]*idemStream{},
 		answers: make(chan idemAnswer, 16)}
 	go p.run()
-	return p, nil
+	return p
 }
 
 // ProducerID returns the first producer id the producer took (0 before
@@ -322,31 +455,32 @@ func (p *IdempotentProducer) run() {
 	defer p.stop()
 	jobs := p.jobs
 	var next *idemJob
-	for {
-		if next == nil && jobs == nil && len(p.inflight) == 0 && len(p.doubt) == 0 {
+	for p.ctx.Err() == nil {
+		if next == nil && jobs == nil && len(p.doubt) == 0 && p.unanswered() == 0 {
 			return // closed and drained
 		}
-		if p.st == nil && (next != nil || len(p.doubt) > 0) {
-			if !p.connect() {
-				return
-			}
+		if p.sendDoubt() {
 			continue
 		}
-		if p.st != nil && !p.sendDoubt() {
-			continue
-		}
-		if p.st != nil && next != nil && len(p.doubt) == 0 && len(p.inflight) < p.window {
-			// Unless it could not be numbered for want of a connection
-			// (then it is kept), next is now answered, unanswered or in
-			// doubt.
-			if sent, _ := p.sendNew(next); sent {
+		if next != nil && len(p.doubt) == 0 {
+			if sent, progressed := p.sendNew(next); sent {
 				next = nil
+				continue
+			} else if progressed {
+				continue
 			}
-			continue
 		}
 		var in chan *idemJob
 		if next == nil && len(p.doubt) == 0 {
 			in = jobs
+		}
+		var retry <-chan time.Time
+		var timer *time.Timer
+		if next != nil || len(p.doubt) > 0 {
+			// Waiting for room in a lane (an answer wakes the loop) or for
+			// a lane to be had: look again after a while either way.
+			timer = time.NewTimer(max(p.backoff, 10*time.Millisecond))
+			retry = timer.C
 		}
 		select {
 		case j, ok := <-in:
@@ -356,47 +490,62 @@ func (p *IdempotentProducer) run() {
 			}
 			next = j
 		case a := <-p.answers:
-			if a.gen == p.gen && p.st != nil {
-				p.handle(a)
+			if l := p.lanes[a.lane.c]; l == a.lane && l.gen == a.gen {
+				p.handle(l, a)
 			}
+		case <-retry:
 		case <-p.ctx.Done():
-			if next != nil {
-				next.res <- idemResult{err: ErrClosed}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+	if next != nil {
+		next.res <- idemResult{err: ErrClosed}
+	}
+}
+
+// unanswered counts the batches sent and not answered.
+func (p *IdempotentProducer) unanswered() int {
+	n := 0
+	for _, l := range p.lanes {
+		n += len(l.inflight)
+	}
+	return n
+}
+
+// stop fails what is left, ends the streams and closes dialled clients.
+func (p *IdempotentProducer) stop() {
+	for _, l := range p.lanes {
+		for _, j := range l.inflight {
+			j.res <- idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)}
+		}
+		l.inflight = nil
+		l.st.abort()
+	}
+	for _, j := range p.doubt {
+		j.res <- idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)}
+	}
+	p.doubt = nil
+	p.lanes = map[*Client]*idemLane{}
+	for {
+		select {
+		case j, ok := <-p.jobs:
+			if !ok {
+				p.router.close()
+				return
 			}
+			j.res <- idemResult{err: ErrClosed}
+		default:
+			p.router.close()
 			return
 		}
 	}
 }
 
-// stop fails what is left, ends the stream and closes dialled clients.
-func (p *IdempotentProducer) stop() {
-	for _, j := range append(p.inflight, p.doubt...) {
-		j.res <- idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)}
-	}
-	p.inflight, p.doubt = nil, nil
-	p.dropStream()
-	for {
-		select {
-		case j, ok := <-p.jobs:
-			if !ok {
-				goto closed
-			}
-			j.res <- idemResult{err: ErrClosed}
-		default:
-			goto closed
-		}
-	}
-closed:
-	for _, c := range p.owned {
-		_ = c.Close()
-	}
-	p.owned = nil
-}
-
-// connect opens a stream, after the backoff a failure left, dialling a
-// new client when the current one's connection is gone. False: the
-// producer was stopped meanwhile.
-func (p *IdempotentProducer) connect() bool {
+// pause waits out the backoff failures left; false when the producer is
+// stopping.
+func (p *IdempotentProducer) pause() bool {
 	if p.backoff > 0 {
 		t := time.NewTimer(p.backoff)
 		select {
@@ -406,44 +555,75 @@ func (p *IdempotentProducer) connect() bool {
 			return false
 		}
 	}
-	p.backoff = min(max(2*p.backoff, 50*time.Millisecond), time.Second)
-	if p.cur.dead() {
-		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
-		c, err := Connect(ctx, p.cfg)
-		cancel()
-		if err != nil {
-			return p.ctx.Err() == nil
-		}
-		if p.cur != p.base {
-			_ = p.cur.Close()
-			p.owned = p.owned[:0]
-		}
-		p.cur = c
-		p.owned = append(p.owned, c)
-	}
-	st, err := p.cur.openStreamOffering(p.ctx, wire.FeaturePublishPipeline)
-	if err != nil {
-		return p.ctx.Err() == nil
-	}
-	p.st = st
-	p.gen++
-	p.window = 1
-	if w := st.ok.PublishWindow; w != nil && *w > 0 && st.ok.ServerFeatures&wire.FeaturePublishPipeline != 0 {
-		p.window = int(min(*w, maxIdemInflight))
-	}
-	gen := p.gen
-	p.wg.Add(1)
-	go p.read(st, gen)
-	return true
+	return p.ctx.Err() == nil
 }
 
-// read hands the stream's answers to the sender until the stream fails.
-func (p *IdempotentProducer) read(st *ctrlStream, gen uint64) {
+// grow lengthens the backoff after a failure: 50 ms, doubling, at most
+// 1 s; an answered batch resets it.
+func (p *IdempotentProducer) grow() {
+	p.backoff = min(max(2*p.backoff, 50*time.Millisecond), time.Second)
+}
+
+// lane returns the open lane j's batches go to, opening a stream (after
+// the backoff) when there is none; nil when none could be had now.
+func (p *IdempotentProducer) lane(j *idemJob) *idemLane {
+	k := idemShard{j.ns + "/" + j.stream, j.shard}
+	c := p.owner[k]
+	if c != nil && c.dead() {
+		// Its batches in flight go in doubt before anything is sent
+		// elsewhere, so a shard's batches never travel two lanes at once.
+		if l := p.lanes[c]; l != nil {
+			p.laneFailed(l)
+		}
+		p.router.failed(c, j.ns, j.stream, j.shard)
+		delete(p.owner, k)
+		c = nil
+	}
+	if c == nil {
+		if !p.pause() {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+		oc, err := p.router.owner(ctx, j.ns, j.stream, j.shard)
+		cancel()
+		if err != nil {
+			p.grow()
+			return nil
+		}
+		c = oc
+		p.owner[k] = c
+	}
+	if l := p.lanes[c]; l != nil {
+		return l
+	}
+	if !p.pause() {
+		return nil
+	}
+	st, err := c.openStreamOffering(p.ctx, wire.FeaturePublishPipeline)
+	if err != nil {
+		p.grow()
+		p.router.failed(c, j.ns, j.stream, j.shard)
+		delete(p.owner, k)
+		return nil
+	}
+	p.gen++
+	l := &idemLane{c: c, st: st, gen: p.gen, window: 1}
+	if w := st.ok.PublishWindow; w != nil && *w > 0 && st.ok.ServerFeatures&wire.FeaturePublishPipeline != 0 {
+		l.window = int(min(*w, maxIdemInflight))
+	}
+	p.lanes[c] = l
+	p.wg.Add(1)
+	go p.read(l)
+	return l
+}
+
+// read hands the lane's answers to the sender until its stream fails.
+func (p *IdempotentProducer) read(l *idemLane) {
 	defer p.wg.Done()
 	for {
-		msg, err := readMessage(st.fr)
+		msg, err := readMessage(l.st.fr)
 		select {
-		case p.answers <- idemAnswer{gen: gen, msg: msg, err: err}:
+		case p.answers <- idemAnswer{lane: l, gen: l.gen, msg: msg, err: err}:
 		case <-p.ctx.Done():
 			return
 		}
@@ -453,51 +633,80 @@ func (p *IdempotentProducer) read(st *ctrlStream, gen uint64) {
 	}
 }
 
-// dropStream aborts the current stream.
-func (p *IdempotentProducer) dropStream() {
-	if p.st != nil {
-		p.st.abort()
-		p.st = nil
-		p.gen++
+// laneFailed ends l: its unanswered batches go in doubt, in numbering
+// order with those already there, and the shards it served are routed
+// afresh.
+func (p *IdempotentProducer) laneFailed(l *idemLane) {
+	p.grow()
+	l.st.abort()
+	delete(p.lanes, l.c)
+	p.doubt = append(p.doubt, l.inflight...)
+	slices.SortFunc(p.doubt, func(a, b *idemJob) int { return cmp.Compare(a.order, b.order) })
+	for _, j := range l.inflight {
+		p.router.failed(l.c, j.ns, j.stream, j.shard)
 	}
-}
-
-// streamFailed puts every unanswered batch in doubt, before those already
-// there (they were sent earlier), and drops the stream.
-func (p *IdempotentProducer) streamFailed() {
-	p.doubt = append(p.inflight, p.doubt...)
-	p.inflight = nil
-	p.dropStream()
-}
-
-// sendDoubt sends batches in doubt again while the window has room; false
-// when the stream failed.
-func (p *IdempotentProducer) sendDoubt() bool {
-	for len(p.doubt) > 0 && len(p.inflight) < p.window {
-		j := p.doubt[0]
-		p.doubt = p.doubt[1:]
-		if !p.write(j) {
-			return false
+	l.inflight = nil
+	for k, c := range p.owner {
+		if c == l.c {
+			delete(p.owner, k)
 		}
 	}
-	return true
 }
 
-// sendNew numbers j and sends it. sent is false when j was answered
-// without sending (a failure it cannot be sent past); ok is false when the
-// stream failed (j is then in doubt if it was written, or kept).
-func (p *IdempotentProducer) sendNew(j *idemJob) (sent, ok bool) {
+// sendDoubt sends batches in doubt again, in order, while their lanes
+// have room; it reports whether it sent any.
+func (p *IdempotentProducer) sendDoubt() bool {
+	sent := false
+	for len(p.doubt) > 0 && p.ctx.Err() == nil {
+		j := p.doubt[0]
+		l := p.lane(j)
+		if len(p.doubt) == 0 || p.doubt[0] != j {
+			continue // a failed lane put older batches first
+		}
+		if l == nil || len(l.inflight) >= l.window {
+			return sent
+		}
+		p.doubt = p.doubt[1:]
+		p.write(l, j)
+		sent = true
+	}
+	return sent
+}
+
+// sendNew numbers j and sends it. sent: j is now unanswered, in doubt or
+// answered (with a failure it cannot be sent past); progressed: not sent,
+// but something changed (a lane was opened or lost) worth another turn.
+func (p *IdempotentProducer) sendNew(j *idemJob) (sent, progressed bool) {
 	if !j.numbered {
 		if err := p.number(j); err != nil {
-			if p.cur.dead() || errors.Is(err, ErrConnectionLost) {
-				p.streamFailed()
-				return false, false
+			// A broker's fatal refusal, or failures past a bound, fail the
+			// batch; anything else (no connection, a timeout, a refusal
+			// that says try again) is tried again after the backoff.
+			j.attempts++
+			if p.ctx.Err() == nil && !isFatal(err) && j.attempts < idemNumberAttempts {
+				p.grow()
+				return false, p.pause()
 			}
 			j.res <- idemResult{err: err}
 			return true, true
 		}
 	}
-	return true, p.write(j)
+	lanes := len(p.lanes)
+	l := p.lane(j)
+	if len(p.doubt) > 0 {
+		return false, true // a failed lane put batches in doubt: they go first
+	}
+	if l == nil || len(l.inflight) >= l.window {
+		return false, len(p.lanes) != lanes
+	}
+	p.write(l, j)
+	return true, true
+}
+
+// isFatal reports a broker refusal that sending again will not change.
+func isFatal(err error) bool {
+	var be *BrokerError
+	return errors.As(err, &be) && be.Retry == wire.RetryFatal
 }
 
 // number gives j its producer id, shard and sequence, taking an id for
@@ -511,9 +720,22 @@ func (p *IdempotentProducer) number(j *idemJob) error {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 	defer cancel()
+	var c *Client
+	entry := func() (*Client, error) {
+		if c != nil {
+			return c, nil
+		}
+		var err error
+		c, err = p.router.entry(ctx)
+		return c, err
+	}
 	if s.id == 0 {
+		c, err := entry()
+		if err != nil {
+			return err
+		}
 		m := &wire.ProducerInit{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream}
-		res, err := p.cur.requestCall(ctx, m, &m.RequestID)
+		res, err := c.requestCall(ctx, m, &m.RequestID)
 		if err != nil {
 			return err
 		}
@@ -532,83 +754,93 @@ func (p *IdempotentProducer) number(j *idemJob) error {
 	var shard uint32
 	if j.key != nil {
 		if s.width == 0 {
-			w, err := p.cur.StreamShards(ctx, j.ns, j.stream)
+			c, err := entry()
+			if err != nil {
+				return err
+			}
+			w, err := c.StreamShards(ctx, j.ns, j.stream)
 			if err != nil {
 				return fmt.Errorf("felix: an idempotent keyed publish needs the stream's width: %w", err)
 			}
 			if w == 0 {
-				return notSent(fmt.Errorf("felix: the broker knows no stream %s/%s", j.ns, j.stream))
+				return fmt.Errorf("felix: the broker knows no stream %s/%s", j.ns, j.stream)
 			}
 			s.width = w
 		}
 		shard = wire.ShardForKey(j.key, s.width)
 	}
-	j.numbered, j.id, j.shard, j.seq = true, s.id, shard, s.seqs[shard]
+	p.order++
+	j.numbered, j.id, j.shard, j.seq, j.order = true, s.id, shard, s.seqs[shard], p.order
 	s.seqs[shard]++
 	return nil
 }
 
-// write sends j on the stream and adds it to the unanswered; false when
-// the stream failed (j is then in doubt). It goes as a binary frame
+// write sends j on l and adds it to l's unanswered; a failed write fails
+// the lane (j is then in doubt). It goes as a binary frame
 // (FLAG_BINARY_PUBLISH_IDEMPOTENT) when the broker advertised one and the
 // batch needs no explicit shard, as publish_idempotent otherwise.
-func (p *IdempotentProducer) write(j *idemJob) bool {
-	c := p.cur
+func (p *IdempotentProducer) write(l *idemLane, j *idemJob) {
+	c := l.c
 	explicit := j.key != nil && c.serverFeatures&wire.FeatureExplicitShard != 0
+	var frame []byte
+	var err error
 	if c.serverFlags&wire.FlagBinaryPublishIdempotent != 0 && !explicit {
 		b := wire.BinaryPublish{RequestID: c.newRequestID(), ProducerID: j.id, Sequence: j.seq, Key: j.key,
 			TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads}
 		j.reqID = b.RequestID
-		return p.writeFrame(j, b.AppendFrame(nil, wire.PublishFlags(true, j.key != nil)|wire.FlagBinaryPublishIdempotent), nil)
-	}
-	seq := j.seq
-	m := &wire.PublishIdempotent{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads,
-		ProducerID: j.id, Sequence: &seq, RequestID: p.cur.newRequestID()}
-	if explicit {
-		shard := j.shard
-		m.Shard = &shard // checked against the stream's width, never wrapped
+		frame = b.AppendFrame(nil, wire.PublishFlags(true, j.key != nil)|wire.FlagBinaryPublishIdempotent)
 	} else {
-		m.Key = j.key
+		seq := j.seq
+		m := &wire.PublishIdempotent{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads,
+			ProducerID: j.id, Sequence: &seq, RequestID: c.newRequestID()}
+		if explicit {
+			shard := j.shard
+			m.Shard = &shard // checked against the stream's width, never wrapped
+		} else {
+			m.Key = j.key
+		}
+		j.reqID = m.RequestID
+		frame, err = wire.AppendMessageFrame(nil, m)
 	}
-	j.reqID = m.RequestID
-	frame, err := wire.AppendMessageFrame(nil, m)
-	return p.writeFrame(j, frame, err)
-}
-
-// writeFrame adds j to the unanswered and writes its frame (encoded with
-// error err); false when the stream failed.
-func (p *IdempotentProducer) writeFrame(j *idemJob, frame []byte, err error) bool {
-	p.inflight = append(p.inflight, j)
+	l.inflight = append(l.inflight, j)
 	if err == nil {
-		_, err = p.st.s.Write(frame)
+		_, err = l.st.s.Write(frame)
 	}
 	if err != nil {
-		p.streamFailed()
-		return false
+		p.laneFailed(l)
 	}
-	return true
 }
 
-// take removes and returns the unanswered batch of request id.
-func (p *IdempotentProducer) take(id uint64) *idemJob {
-	for i, j := range p.inflight {
+// take removes and returns l's unanswered batch of request id.
+func (l *idemLane) take(id uint64) *idemJob {
+	for i, j := range l.inflight {
 		if j.reqID == id {
-			p.inflight = append(p.inflight[:i], p.inflight[i+1:]...)
+			l.inflight = append(l.inflight[:i], l.inflight[i+1:]...)
 			return j
 		}
 	}
 	return nil
 }
 
-// handle acts on one answer from the current stream.
-func (p *IdempotentProducer) handle(a idemAnswer) {
+// find returns l's unanswered batch of request id, leaving it there.
+func (l *idemLane) find(id uint64) *idemJob {
+	for _, j := range l.inflight {
+		if j.reqID == id {
+			return j
+		}
+	}
+	return nil
+}
+
+// handle acts on one answer from l.
+func (p *IdempotentProducer) handle(l *idemLane, a idemAnswer) {
 	if a.err != nil {
-		p.streamFailed()
+		p.laneFailed(l)
 		return
 	}
 	switch m := a.msg.(type) {
 	case *wire.PublishOK:
-		if j := p.take(m.RequestID); j != nil {
+		if j := l.take(m.RequestID); j != nil {
 			p.backoff = 0
 			if m.Offset == nil {
 				j.res <- idemResult{err: fmt.Errorf("felix: the broker acknowledged an idempotent batch without its offset")}
@@ -617,7 +849,7 @@ func (p *IdempotentProducer) handle(a idemAnswer) {
 			j.res <- idemResult{offset: *m.Offset}
 		}
 	case *wire.PublishRefused:
-		if j := p.take(m.RequestID); j != nil {
+		if j := l.take(m.RequestID); j != nil {
 			var err error = fromWire(m.Err())
 			if r := m.Producer; r != nil {
 				pe := &PublishRefusedError{Reason: r.Reason, ProducerID: j.id, Sequence: j.seq, Shard: j.shard}
@@ -629,58 +861,77 @@ func (p *IdempotentProducer) handle(a idemAnswer) {
 			p.failed(j, err)
 		}
 	case *wire.PublishError:
-		p.refused(&m.RequestID, m.Err())
+		p.refused(l, &m.RequestID, m.Err(), "")
 	case *wire.ErrorMsg:
-		p.refused(m.RequestID, m.Err())
+		p.refused(l, m.RequestID, m.Err(), "")
 	case *wire.NotLeader:
 		if m.RequestID != nil {
-			if j := p.take(*m.RequestID); j != nil {
-				p.failed(j, notLeaderError(m))
-			}
+			p.refused(l, m.RequestID, wire.NewError(wire.CodeNotLeader, "not the shard's leader"), m.Addr)
 		}
 	case *wire.Unsupported:
 		if m.RequestID != nil {
-			if j := p.take(*m.RequestID); j != nil {
+			if j := l.take(*m.RequestID); j != nil {
 				p.failed(j, unsupported(m.RequestType))
 			}
 		}
 	}
 }
 
-// refused acts on an error answer: a class that says the batch may be sent
-// again (retry, retry_after, outcome_unknown), and not_found for up to
-// idemNotFoundPatience, puts everything unanswered in doubt and reopens
-// the stream after a backoff; any other fails the batch it names, or
-// every unanswered batch for an error naming none.
-func (p *IdempotentProducer) refused(id *uint64, e *wire.Error) {
+// refused acts on an error answer on l. A class that says the batch may
+// be sent again (retry, retry_after, outcome_unknown), not_found for up
+// to idemNotFoundPatience, and not_leader on a producer that follows
+// the owner (redirect names it when known) put everything unanswered on
+// l in doubt, to be sent again after a backoff. Any other fails the batch
+// it names, or every batch unanswered on l for an error naming none.
+func (p *IdempotentProducer) refused(l *idemLane, id *uint64, e *wire.Error, redirect string) {
+	var j *idemJob
+	if id != nil {
+		j = l.find(*id)
+	}
 	transient := false
 	switch e.Retry {
 	case wire.RetryRetry, wire.RetryRetryAfter, wire.RetryOutcomeUnknown:
 		transient = e.Code != wire.CodeNotLeader
 	}
-	if e.Code == wire.CodeNotFound && id != nil {
-		for _, j := range p.inflight {
-			if j.reqID == *id {
-				if j.notFound.IsZero() {
-					j.notFound = time.Now()
+	if e.Code == wire.CodeNotFound && j != nil {
+		if j.notFound.IsZero() {
+			j.notFound = time.Now()
+		}
+		transient = time.Since(j.notFound) < idemNotFoundPatience
+	}
+	if e.Code == wire.CodeNotLeader && j != nil {
+		if nl, ok := wire.NotLeaderFromError(e); ok && redirect == "" {
+			redirect = nl.Addr
+		}
+		if _, follows := p.router.(clusterRouter); follows {
+			transient = true
+			if redirect != "" {
+				ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+				if c := p.router.redirected(ctx, redirect); c != nil {
+					defer func() { p.owner[idemShard{j.ns + "/" + j.stream, j.shard}] = c }()
 				}
-				transient = time.Since(j.notFound) < idemNotFoundPatience
+				cancel()
 			}
 		}
 	}
 	if transient {
-		p.streamFailed()
+		p.laneFailed(l)
 		return
 	}
 	if id == nil {
-		for _, j := range append(p.inflight, p.doubt...) {
+		for _, j := range l.inflight {
 			p.failed(j, brokerErrorFromWire(e))
 		}
-		p.inflight, p.doubt = nil, nil
-		p.dropStream()
+		l.inflight = nil
+		p.laneFailed(l)
 		return
 	}
-	if j := p.take(*id); j != nil {
+	if j := l.take(*id); j != nil {
+		if e.Code == wire.CodeNotLeader {
+			nl := &wire.NotLeader{Addr: redirect}
+			p.failed(j, notLeaderError(nl))
+			return
+		}
 		p.failed(j, brokerErrorFromWire(e))
 	}
 }

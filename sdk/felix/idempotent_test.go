@@ -291,3 +291,69 @@ func TestIdempotentProducerSequencesPerShard(t *testing.T) {
 		t.Fatalf("the stream's width was asked %d times, want once", widths)
 	}
 }
+
+// A ClusterClient's producer sends each shard's batches to the shard's
+// owner; when the shard moves, the old owner's not_leader sends it to the
+// new one, where the same producer's sequences go on (the fake cluster
+// keeps one producer table, as a replicated log would).
+func TestClusterIdempotentProducerFollowsTheOwner(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{features: idemFakeFeatures, window: 4})
+	cl.place(KindStream, "ns", "s", 0, 1)
+	cc := connectClusterTest(t, cl, 0)
+	learnOwners(t, cc, KindStream, "ns", "s")
+	p, err := cc.IdempotentProducer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Keys on both shards: shard 0 is node 0's, shard 1 node 1's.
+	var keys [2][]byte
+	for i := 0; keys[0] == nil || keys[1] == nil; i++ {
+		k := fmt.Appendf(nil, "key-%d", i)
+		if sh := wire.ShardForKey(k, 2); keys[sh] == nil {
+			keys[sh] = k
+		}
+	}
+	for i := range 4 {
+		for sh := range 2 {
+			if _, err := p.PublishKeyed(ctx, "ns", "s", keys[sh], fmt.Appendf(nil, "before-%d-%d", sh, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.place(KindStream, "ns", "s", 1, 1) // shard 0 moves to node 1
+	for i := range 4 {
+		if _, err := p.PublishKeyed(ctx, "ns", "s", keys[0], fmt.Appendf(nil, "after-%d", i)); err != nil {
+			t.Fatalf("publish after the move: %v", err)
+		}
+	}
+	next := map[uint32]uint64{}
+	tookAfterMove := map[int]int{}
+	for _, s := range cl.node(0).idemSends() {
+		if s.id != p.ProducerID() {
+			t.Fatalf("batch under producer %d, want %d", s.id, p.ProducerID())
+		}
+		if s.seq != next[s.shard] {
+			t.Fatalf("shard %d took sequence %d, want %d", s.shard, s.seq, next[s.shard])
+		}
+		next[s.shard]++
+		if s.shard == 0 && s.seq >= 4 {
+			tookAfterMove[s.node]++
+		}
+		if s.shard == 1 && s.node != 1 {
+			t.Fatalf("shard 1's batch %d went to node %d", s.seq, s.node)
+		}
+	}
+	if next[0] != 8 || next[1] != 4 || tookAfterMove[1] != 4 || tookAfterMove[0] != 0 {
+		t.Fatalf("sequences %v; after the move node 0 took %d, node 1 %d", next, tookAfterMove[0], tookAfterMove[1])
+	}
+	if recs := cl.node(0).records("ns", "s"); len(recs) != 12 {
+		t.Fatalf("%d records, want 12", len(recs))
+	}
+}
