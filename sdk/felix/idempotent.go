@@ -246,8 +246,8 @@ type idemResult struct {
 type idemAnswer struct {
 	lane *idemLane
 	gen  uint64
-	msg wire.Message
-	err error
+	msg  wire.Message
+	err  error
 }
 
 // IdempotentProducer returns a producer publishing through c. It needs a
