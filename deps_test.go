@@ -19,13 +19,14 @@ var allowed = map[string][]string{
 	"wire":                   {},
 	"log":                    {},
 	"core/auth":              {"wire"},
+	"core/cachelog":          {"log"}, // the cache's file formats and their read-only inspection: a leaf core and the CLI share
 	"core":                   {"wire", "log", "core/auth", "internal/atomicfile", "internal/metricdoc"},
 	"raftmeta":               {"wire", "internal/metricdoc"},
 	"raftmeta/fsm":           {},                       // the state machine contract: a leaf
 	"raftmeta/catalog":       {"wire", "raftmeta/fsm"}, // no Raft node, transport or raft log
 	"roles/broker":           {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup", "transport"},
 	"roles/controlplane":     {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
-	"roles/cli":              {"sdk/felix", "wire", "log", "roles/cli", "internal/buildinfo"},
+	"roles/cli":              {"sdk/felix", "wire", "log", "core/cachelog", "roles/cli", "internal/buildinfo"},
 	"roles/dev":              {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
 	"roles/serve":            {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
 	"sdk/felix":              {"wire", "sdk/felix", "internal/metricdoc", "transport"},

@@ -3,11 +3,9 @@ package core
 import (
 	"path/filepath"
 
+	"github.com/felixmq/felix/core/cachelog"
 	"github.com/felixmq/felix/wire"
 )
-
-// counterDir is the counter log's directory inside a cache incarnation's.
-const counterDir = "counters"
 
 // openCounterStore opens (or creates) the counter log of a cache
 // incarnation, beside its cache log and under the same fsync policy.
@@ -17,13 +15,7 @@ func (b *Broker) openCounterStore(k CacheKey, incarnation string) (*CounterStore
 	if err != nil {
 		return nil, err
 	}
-	every := c.CacheCompactInterval
-	if every == 0 {
-		every = DefaultCacheCompactInterval
-	}
-	return OpenCounterStore(CounterStoreOptions{Dir: filepath.Join(dir, counterDir), SegmentBytes: c.SegmentBytes,
-		Fsync: c.Fsync, FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
-		FS: c.FS, Logger: c.logger()})
+	return OpenCounterStore(CounterStoreOptions{StoreLogOptions: c.cacheLogOptions(filepath.Join(dir, cachelog.CounterDir))})
 }
 
 // errCountersNeedStorage refuses a counter operation on a cache without

@@ -1,31 +1,27 @@
 package core
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	"github.com/felixmq/felix/internal/atomicfile"
 	"github.com/felixmq/felix/wire"
 )
 
 // A cache on a broker with durable storage is log-backed: its CacheStore
-// lives in Dir/caches/<tenant>/<namespace>/<cache>/<incarnation dir>,
-// one log per cache (every shard of it this broker holds), beside a file
-// offsetBaseFile that fixes the cache's first offset. The cache's
+// lives in Dir/caches/<tenant>/<namespace>/<cache>/<incarnation dir>
+// (cachelog's layout), one log per cache (every shard of it this broker
+// holds), beside a file cachelog.OffsetBaseFile that fixes the cache's first offset. The cache's
 // offsets (watch offsets and versions) are the log's offsets plus that
 // base: the creation time in Unix nanoseconds, as an in-memory cache's
 // first offset is, so a resume offset or version of an earlier cache of
 // the same name reads as older than this one's history, never as one of
 // its writes.
 const (
-	cachesDir      = "caches"
-	offsetBaseFile = "offset-base"
 	// DefaultCacheCompactInterval is how often a durable cache considers
 	// compacting its log.
 	DefaultCacheCompactInterval = 30 * time.Second
@@ -38,14 +34,22 @@ var incarnationDirRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // CacheDir returns the directory of a cache incarnation's files under
 // root.
 func CacheDir(root string, k CacheKey, incarnation string) (string, error) {
-	name := "no-incarnation"
-	if incarnation != "" {
-		if !incarnationDirRE.MatchString(incarnation) {
-			return "", fmt.Errorf("cache %s: incarnation %q cannot name a directory", k.Cache, incarnation)
-		}
-		name = "incarnation-" + incarnation
+	if incarnation != "" && !incarnationDirRE.MatchString(incarnation) {
+		return "", fmt.Errorf("cache %s: incarnation %q cannot name a directory", k.Cache, incarnation)
 	}
-	return filepath.Join(root, cachesDir, k.Tenant, k.Namespace, k.Cache, name), nil
+	return filepath.Join(root, cachelog.CachesDir, k.Tenant, k.Namespace, k.Cache, cachelog.IncarnationDirName(incarnation)), nil
+}
+
+// cacheLogOptions are the options of a cache's log (or its counter log)
+// in dir: the broker's segment size, fsync policy, index bound and
+// compaction interval.
+func (c *StorageConfig) cacheLogOptions(dir string) StoreLogOptions {
+	every := c.CacheCompactInterval
+	if every == 0 {
+		every = DefaultCacheCompactInterval
+	}
+	return StoreLogOptions{Dir: dir, SegmentBytes: c.SegmentBytes, Fsync: c.Fsync, FsyncInterval: c.FsyncInterval,
+		MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0), FS: c.FS, Logger: c.logger()}
 }
 
 // durableCaches reports whether caches are log-backed.
@@ -63,13 +67,7 @@ func (b *Broker) openCacheStore(k CacheKey, incarnation string) (*CacheStore, ui
 	if err != nil {
 		return nil, 0, err
 	}
-	every := c.CacheCompactInterval
-	if every == 0 {
-		every = DefaultCacheCompactInterval
-	}
-	st, err := OpenCacheStore(CacheStoreOptions{Dir: dir, SegmentBytes: c.SegmentBytes, Fsync: c.Fsync,
-		FsyncInterval: c.FsyncInterval, MaxIndexBytes: c.CacheIndexBytes, CompactEvery: max(every, 0),
-		FS: c.FS, Logger: c.logger(), metrics: b.cfg.metrics, ownerSweeps: true})
+	st, err := OpenCacheStore(CacheStoreOptions{StoreLogOptions: c.cacheLogOptions(dir), metrics: b.cfg.metrics, ownerSweeps: true})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -80,24 +78,18 @@ func (b *Broker) openCacheStore(k CacheKey, incarnation string) (*CacheStore, ui
 // and writing the base (now, in Unix ns) if it has none. A directory
 // whose log exists without a base file (written by hand) has base 0.
 func readOffsetBase(dir string) (uint64, error) {
-	p := filepath.Join(dir, offsetBaseFile)
-	b, err := os.ReadFile(p)
-	switch {
-	case err == nil && len(b) == 8:
-		return binary.BigEndian.Uint64(b), nil
-	case err == nil:
-		return 0, fmt.Errorf("%s holds %d bytes, not 8", p, len(b))
-	case !errors.Is(err, fs.ErrNotExist):
-		return 0, err
+	base, found, err := cachelog.ReadOffsetBase(dir)
+	if found || err != nil {
+		return base, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "log")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, cachelog.LogDir)); err == nil {
 		return 0, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	base := uint64(time.Now().UnixNano())
-	if err := atomicfile.Write(p, binary.BigEndian.AppendUint64(nil, base), 0o644); err != nil {
+	base = uint64(time.Now().UnixNano())
+	if err := atomicfile.Write(filepath.Join(dir, cachelog.OffsetBaseFile), cachelog.OffsetBaseBytes(base), 0o644); err != nil {
 		return 0, err
 	}
 	return base, nil

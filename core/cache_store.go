@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -28,12 +28,8 @@ import (
 // waits for the writes appended before it to be durable, so no reader
 // sees a write a crash could still take back.
 type CacheStore struct {
-	opts    CacheStoreOptions // defaults filled; immutable
-	log     *flog.Log
-	ctx     context.Context // cancelled by Close: stops the maintenance loop
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	compact chan struct{} // one slot: one compaction at a time
+	opts CacheStoreOptions // defaults filled; immutable
+	storeRun
 
 	// mu guards the fields below. Writers hold it across their log
 	// append (the log never calls back, so this orders the index by the
@@ -121,29 +117,21 @@ func OpenCacheStore(o CacheStoreOptions) (*CacheStore, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
-	}
-	s := &CacheStore{opts: o, compact: make(chan struct{}, 1)}
-	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS,
-		OnDurable: s.logDurable, BufferAppends: true})
+	s := &CacheStore{opts: o}
+	lg, err := o.openLog("cache store", s.logDurable)
 	if err != nil {
-		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
+		return nil, err
 	}
-	s.log = lg
-	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.start(lg)
 	if err := s.rebuild(); err != nil {
-		s.stop()
-		lg.Close()
+		s.abandon()
 		return nil, fmt.Errorf("core: open cache store %s: %w", o.Dir, err)
 	}
 	if o.metrics != nil {
 		o.metrics.cacheIndex.add(s)
 	}
 	if o.CompactEvery > 0 || o.SweepEvery > 0 {
-		s.wg.Add(1)
-		go s.maintain()
+		s.goMaintain(s.maintain)
 	}
 	return s, nil
 }
@@ -160,13 +148,13 @@ type CacheStoreWrite struct {
 // refused with overloaded (reason cache_full, detail limit
 // "index_bytes"); a write the log refuses is mapped by storeError.
 func (s *CacheStore) AppendPut(key string, value []byte, expiresAt int64) (CacheStoreWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
 	if expiresAt < 0 {
 		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "negative expiry %d", expiresAt)
 	}
-	rec := cacheRecord{Kind: flog.KindCachePut, Key: key, ExpiresAt: expiresAt, Value: value}
+	rec := cachelog.CacheRecord{Kind: flog.KindCachePut, Key: key, ExpiresAt: expiresAt, Value: value}
 	payload := rec.Append(make([]byte, 0, rec.Len()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,7 +197,7 @@ func (s *CacheStore) Delete(ctx context.Context, key string) (old []byte, existe
 		s.mu.Unlock()
 		return nil, false, err
 	}
-	rec := cacheRecord{Kind: kind, Key: key}
+	rec := cachelog.CacheRecord{Kind: kind, Key: key}
 	w, err := s.appendLocked(flog.Entry{Kind: kind, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 	if err == nil {
 		s.removeLocked(key, e)
@@ -229,14 +217,14 @@ func (s *CacheStore) Delete(ctx context.Context, key string) (old []byte, existe
 // an owner that decided the key is present. It returns the record's
 // write for Wait.
 func (s *CacheStore) AppendRemove(key string, expired bool) (CacheStoreWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return CacheStoreWrite{}, wire.NewError(wire.CodeInvalidRequest, "cache key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
 	kind := flog.KindCacheTombstone
 	if expired {
 		kind = flog.KindCacheExpiry
 	}
-	rec := cacheRecord{Kind: kind, Key: key}
+	rec := cachelog.CacheRecord{Kind: kind, Key: key}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, err := s.appendLocked(flog.Entry{Kind: kind, Payload: rec.Append(make([]byte, 0, rec.Len()))})
@@ -261,10 +249,10 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 			return s.storeError(err)
 		}
 		for i := range recs {
-			if !holdsValue(recs[i].Kind) {
+			if !cachelog.HoldsValue(recs[i].Kind) {
 				continue
 			}
-			rec, _, err := parseCacheRecord(recs[i].Kind, recs[i].Payload)
+			rec, _, err := cachelog.ParseCacheRecord(recs[i].Kind, recs[i].Payload)
 			if err != nil {
 				return wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", s.opts.Dir, recs[i].Offset, err)
 			}
@@ -281,7 +269,7 @@ func (s *CacheStore) ScanLive(fn func(key string, value []byte, version uint64, 
 }
 
 // versionOf is the version of the value a put or copy at off holds.
-func versionOf(off uint64, rec cacheRecord) uint64 {
+func versionOf(off uint64, rec cachelog.CacheRecord) uint64 {
 	if rec.Kind == flog.KindCacheCopy {
 		return rec.Version
 	}
@@ -366,8 +354,8 @@ func (s *CacheStore) readValue(key string, e storeEntry) ([]byte, uint64, error)
 	if err != nil {
 		return nil, 0, s.storeError(err)
 	}
-	rec, _, err := parseCacheRecord(r.Kind, r.Payload)
-	if err == nil && (!holdsValue(rec.Kind) || rec.Key != key) {
+	rec, _, err := cachelog.ParseCacheRecord(r.Kind, r.Payload)
+	if err == nil && (!cachelog.HoldsValue(rec.Kind) || rec.Key != key) {
 		err = fmt.Errorf("offset %d holds a %v of key %q, not a value of %q", e.loc, rec.Kind, rec.Key, key)
 	}
 	if err != nil {
@@ -444,19 +432,26 @@ func (s *CacheStore) indexFullError(key string) *wire.Error {
 		WithDetail("limit", "index_bytes").WithDetail("limit_bytes", s.opts.MaxIndexBytes)
 }
 
-// storeError maps a log failure to what a client is told, as a durable
-// stream shard does: a full disk is overloaded (storage_full), a closed
-// store draining, anything else shard_unavailable with the log's reason.
+// storeError maps a log failure to what a client is told (storeLogError).
 func (s *CacheStore) storeError(err error) error {
+	return storeLogError("cache shard", s.opts.Dir, "cache write", err)
+}
+
+// storeLogError maps a failure of the log of a store in dir to what a
+// client is told, as a durable stream shard does: a full disk is
+// overloaded (storage_full, naming the write op), a closed log draining,
+// anything else shard_unavailable with the log's reason. what names the
+// store ("cache shard", "counter log").
+func storeLogError(what, dir, op string, err error) error {
 	switch {
 	case errors.Is(err, flog.ErrNoSpace):
-		return errStorageFull("cache write", err)
+		return errStorageFull(op, err)
 	case errors.Is(err, flog.ErrClosed):
-		return wire.NewError(wire.CodeDraining, "cache shard %s is closed", s.opts.Dir).WithDetail(wire.DetailReason, "closed")
+		return wire.NewError(wire.CodeDraining, "%s %s is closed", what, dir).WithDetail(wire.DetailReason, "closed")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "cache shard %s is unavailable: %v", s.opts.Dir, err), err)
+	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "%s %s is unavailable: %v", what, dir, err), err)
 }
 
 // Close stops the maintenance loop and closes the log (fsyncing it).
@@ -469,8 +464,7 @@ func (s *CacheStore) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.stop()
-	s.wg.Wait()
+	s.stopMaintenance()
 	if s.opts.metrics != nil {
 		s.opts.metrics.cacheIndex.remove(s)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 )
 
@@ -25,7 +26,7 @@ func fillStore(b *testing.B, o CacheStoreOptions, n, valueBytes int) {
 	entries := make([]flog.Entry, 0, 1000)
 	for i := 0; i < n; i++ {
 		binary.BigEndian.PutUint64(value, uint64(i))
-		rec := cacheRecord{Kind: flog.KindCachePut, Key: fmt.Sprintf("key-%012d", i), Value: value}
+		rec := cachelog.CacheRecord{Kind: flog.KindCachePut, Key: fmt.Sprintf("key-%012d", i), Value: value}
 		entries = append(entries, flog.Entry{Kind: flog.KindCachePut, Payload: rec.Append(nil)})
 		if len(entries) == cap(entries) || i == n-1 {
 			if _, err := s.log.AppendEntries(entries, "", 1); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -36,12 +37,11 @@ type CompactResult struct {
 // copies and the snapshot share the CompactBytesPerSec budget. One
 // compaction runs at a time; a second call waits for it or ctx.
 func (s *CacheStore) Compact(ctx context.Context) (CompactResult, error) {
-	select {
-	case s.compact <- struct{}{}:
-	case <-ctx.Done():
-		return CompactResult{}, ctx.Err()
+	leave, err := s.enterCompaction(ctx)
+	if err != nil {
+		return CompactResult{}, err
 	}
-	defer func() { <-s.compact }()
+	defer leave()
 	if !s.opts.ownerSweeps {
 		if _, err := s.SweepExpired(ctx, s.opts.Now()); err != nil {
 			return CompactResult{}, err
@@ -136,10 +136,10 @@ const copyBatchBytes = 1 << 20
 func (cp *copier) take(recs []flog.Record) error {
 	for i := range recs {
 		r := &recs[i]
-		if !holdsValue(r.Kind) {
+		if !cachelog.HoldsValue(r.Kind) {
 			continue
 		}
-		rec, _, err := parseCacheRecord(r.Kind, r.Payload)
+		rec, _, err := cachelog.ParseCacheRecord(r.Kind, r.Payload)
 		if err != nil {
 			return wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", cp.s.opts.Dir, r.Offset, err)
 		}
@@ -152,7 +152,7 @@ func (cp *copier) take(recs []flog.Record) error {
 		if !ok || e.loc != r.Offset {
 			continue
 		}
-		c := cacheRecord{Kind: flog.KindCacheCopy, Key: rec.Key, ExpiresAt: rec.ExpiresAt, Version: versionOf(r.Offset, rec), Value: rec.Value}
+		c := cachelog.CacheRecord{Kind: flog.KindCacheCopy, Key: rec.Key, ExpiresAt: rec.ExpiresAt, Version: versionOf(r.Offset, rec), Value: rec.Value}
 		cp.keys, cp.locs = append(cp.keys, rec.Key), append(cp.locs, r.Offset)
 		cp.entries = append(cp.entries, flog.Entry{Kind: flog.KindCacheCopy, Payload: c.Append(make([]byte, 0, c.Len()))})
 		cp.bytes += c.Len()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -200,7 +201,7 @@ func TestCacheStoreDamagedSnapshot(t *testing.T) {
 
 func flipSnapshotByte(t *testing.T, dir string) {
 	t.Helper()
-	p := filepath.Join(dir, cacheSnapshotFile)
+	p := filepath.Join(dir, cachelog.SnapshotFile)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

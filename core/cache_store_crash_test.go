@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	"github.com/felixmq/felix/internal/faultfs"
 	flog "github.com/felixmq/felix/log"
 )
@@ -161,19 +162,19 @@ func TestCacheStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 }
 
 // fuzzStoreRecords are the records FuzzCacheStoreRecovery's log holds.
-func fuzzStoreRecords() []cacheRecord {
-	var recs []cacheRecord
+func fuzzStoreRecords() []cachelog.CacheRecord {
+	var recs []cachelog.CacheRecord
 	for i := range 14 {
 		k := fmt.Sprintf("k%d", i%4)
 		switch i % 5 {
 		case 2:
-			recs = append(recs, cacheRecord{Kind: flog.KindCacheCopy, Key: k, Value: []byte(fmt.Sprint("c", i)), Version: uint64(i), ExpiresAt: 7})
+			recs = append(recs, cachelog.CacheRecord{Kind: flog.KindCacheCopy, Key: k, Value: []byte(fmt.Sprint("c", i)), Version: uint64(i), ExpiresAt: 7})
 		case 3:
-			recs = append(recs, cacheRecord{Kind: flog.KindCacheTombstone, Key: k})
+			recs = append(recs, cachelog.CacheRecord{Kind: flog.KindCacheTombstone, Key: k})
 		case 4:
-			recs = append(recs, cacheRecord{Kind: flog.KindCacheExpiry, Key: k})
+			recs = append(recs, cachelog.CacheRecord{Kind: flog.KindCacheExpiry, Key: k})
 		default:
-			recs = append(recs, cacheRecord{Kind: flog.KindCachePut, Key: k, Value: []byte(fmt.Sprint("v", i)), ExpiresAt: int64(i % 2)})
+			recs = append(recs, cachelog.CacheRecord{Kind: flog.KindCachePut, Key: k, Value: []byte(fmt.Sprint("v", i)), ExpiresAt: int64(i % 2)})
 		}
 	}
 	return recs
@@ -211,7 +212,7 @@ func FuzzCacheStoreRecovery(f *testing.F) {
 		mem := faultfs.NewMem()
 		mem.Put("/c/log/00000000000000000000.log", append(append([]byte(nil), seg[:min(int(cut), len(seg))]...), junk...))
 		if len(snap) > 0 {
-			mem.Put("/c/"+cacheSnapshotFile, snap)
+			mem.Put("/c/"+cachelog.SnapshotFile, snap)
 		}
 		o := storeOptions(t, "/c")
 		o.FS = mem
@@ -229,7 +230,7 @@ func FuzzCacheStoreRecovery(f *testing.F) {
 		}
 		want := map[string]uint64{}
 		for i, r := range recs[:kept] {
-			if holdsValue(r.Kind) {
+			if cachelog.HoldsValue(r.Kind) {
 				want[r.Key] = uint64(i)
 			} else {
 				delete(want, r.Key)

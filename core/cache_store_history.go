@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -58,7 +59,7 @@ func (s *CacheStore) ReadChanges(from, end uint64, maxRecords, maxBytes int) ([]
 		if recs[i].Kind == flog.KindCacheCopy {
 			continue // compaction's copy of a value: not a write
 		}
-		rec, _, err := parseCacheRecord(recs[i].Kind, recs[i].Payload)
+		rec, _, err := cachelog.ParseCacheRecord(recs[i].Kind, recs[i].Payload)
 		if err != nil {
 			return out, recs[i].Offset, wire.NewError(wire.CodeInternal, "cache shard %s: record at offset %d: %v", s.opts.Dir, recs[i].Offset, err)
 		}
@@ -68,7 +69,7 @@ func (s *CacheStore) ReadChanges(from, end uint64, maxRecords, maxBytes int) ([]
 }
 
 // changeOf is the watch change a record stands for.
-func changeOf(off uint64, rec cacheRecord) *CacheChange {
+func changeOf(off uint64, rec cachelog.CacheRecord) *CacheChange {
 	ch := &CacheChange{Offset: off, Key: rec.Key}
 	switch rec.Kind {
 	case flog.KindCachePut:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 )
 
@@ -15,13 +16,10 @@ const (
 
 // rebuild loads the index: the snapshot's entries when the snapshot is
 // usable, then every record from its point (or from the log's start) on.
-// A snapshot is usable when its CRC holds, its point lies in [start,
-// next] of the log and every version it names is still retained. Without
-// a usable one the whole log is replayed, which is only possible while
-// the log still starts at 0: otherwise the records a snapshot covered
-// are gone, and the open fails rather than serve a partial index.
+// Whether the snapshot is usable, or the open must fail, is
+// cachelog.SnapshotUse's decision (which inspect shares).
 func (s *CacheStore) rebuild() error {
-	s.opts.FS.Remove(filepath.Join(s.opts.Dir, cacheSnapshotFile+".tmp")) // a compaction a crash cut short
+	s.opts.FS.Remove(filepath.Join(s.opts.Dir, cachelog.SnapshotFile+".tmp")) // a compaction a crash cut short
 	start, next := s.log.StartOffset(), s.log.NextOffset()
 	idx := map[string]storeEntry{}
 	oldest := next
@@ -30,20 +28,14 @@ func (s *CacheStore) rebuild() error {
 		idx[k] = e
 		oldest = min(oldest, e.loc)
 	})
-	usable := found && err == nil && point >= start && point <= next && oldest >= start
-	if found && !usable {
-		if err == nil {
-			err = fmt.Errorf("snapshot point %d, oldest version %d, log [%d, %d)", point, oldest, start, next)
-		}
-		if start > 0 {
-			return fmt.Errorf("the log starts at %d and its index snapshot cannot be used (%w): the records before it are gone; restore the shard from a replica or a backup", start, err)
-		}
-		s.opts.Logger.Warn("cache store: index snapshot unusable; replaying the whole log", "dir", s.opts.Dir, "err", err)
+	usable, unusable, err := cachelog.SnapshotUse(point, oldest, found, err, start, next)
+	if err != nil {
+		return err
+	}
+	if unusable != nil {
+		s.opts.Logger.Warn("cache store: index snapshot unusable; replaying the whole log", "dir", s.opts.Dir, "err", unusable)
 	}
 	if !usable {
-		if start > 0 {
-			return fmt.Errorf("the log starts at %d and there is no index snapshot covering the records before it", start)
-		}
 		idx, point = map[string]storeEntry{}, 0
 	}
 	s.index = idx
@@ -88,11 +80,11 @@ func (s *CacheStore) replay(from, to uint64) error {
 // applyRecord applies one record to the index (no accounting: rebuild
 // sums it at the end).
 func (s *CacheStore) applyRecord(r *flog.Record) error {
-	rec, _, err := parseCacheRecord(r.Kind, r.Payload)
+	rec, _, err := cachelog.ParseCacheRecord(r.Kind, r.Payload)
 	if err != nil {
 		return fmt.Errorf("record at offset %d: %w", r.Offset, err)
 	}
-	if holdsValue(rec.Kind) {
+	if cachelog.HoldsValue(rec.Kind) {
 		s.index[rec.Key] = storeEntry{loc: r.Offset, expiresAt: rec.ExpiresAt}
 	} else {
 		delete(s.index, rec.Key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 )
 
@@ -48,7 +49,7 @@ func (s *CacheStore) sweepOnce(now int64) (int, CacheStoreWrite, error) {
 		if !e.expired(now) {
 			continue
 		}
-		rec := cacheRecord{Kind: flog.KindCacheExpiry, Key: k}
+		rec := cachelog.CacheRecord{Kind: flog.KindCacheExpiry, Key: k}
 		keys = append(keys, k)
 		entries = append(entries, flog.Entry{Kind: flog.KindCacheExpiry, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 		if len(keys) == sweepBatch {
@@ -73,7 +74,6 @@ func (s *CacheStore) sweepOnce(now int64) (int, CacheStoreWrite, error) {
 // CompactEvery. Close stops it, cancelling a compaction in progress (the
 // previous snapshot stays).
 func (s *CacheStore) maintain() {
-	defer s.wg.Done()
 	ctx := s.ctx
 	sweepC, stopSweep := tickerC(s.opts.SweepEvery)
 	defer stopSweep()

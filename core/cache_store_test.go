@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -31,8 +32,8 @@ func (c *storeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *storeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func storeOptions(t testing.TB, dir string) CacheStoreOptions {
-	return CacheStoreOptions{Dir: dir, Fsync: flog.FsyncAlways, CompactBytesPerSec: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return CacheStoreOptions{StoreLogOptions: StoreLogOptions{Dir: dir, Fsync: flog.FsyncAlways,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, CompactBytesPerSec: -1}
 }
 
 func mustOpenStore(t testing.TB, o CacheStoreOptions) *CacheStore {
@@ -108,21 +109,21 @@ func TestCacheRecordRoundTrip(t *testing.T) {
 		if len(b) != r.Len() {
 			t.Fatalf("%+v: Len %d, encoded %d", r, r.Len(), len(b))
 		}
-		got, n, err := parseCacheRecord(r.Kind, b)
+		got, n, err := cachelog.ParseCacheRecord(r.Kind, b)
 		if err != nil || n != len(b) || got.Key != r.Key || got.ExpiresAt != r.ExpiresAt || got.Version != r.Version || !bytes.Equal(got.Value, r.Value) {
 			t.Fatalf("%+v: got %+v, %d, %v", r, got, n, err)
 		}
 	}
-	if _, _, err := parseCacheRecord(flog.KindData, []byte{1, 0, 0}); err == nil {
+	if _, _, err := cachelog.ParseCacheRecord(flog.KindData, []byte{1, 0, 0}); err == nil {
 		t.Fatal("a data record parsed as a cache record")
 	}
-	if _, _, err := parseCacheRecord(flog.KindCachePut, []byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}); err == nil {
+	if _, _, err := cachelog.ParseCacheRecord(flog.KindCachePut, []byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}); err == nil {
 		t.Fatal("an unknown layout version parsed")
 	}
 }
 
-func cacheRecordSeeds() []cacheRecord {
-	return []cacheRecord{
+func cacheRecordSeeds() []cachelog.CacheRecord {
+	return []cachelog.CacheRecord{
 		{Kind: flog.KindCachePut, Key: "k", Value: []byte("v")},
 		{Kind: flog.KindCachePut, Key: "", Value: nil, ExpiresAt: 1},
 		{Kind: flog.KindCachePut, Key: "key", Value: bytes.Repeat([]byte{7}, 300), ExpiresAt: 1 << 62},
@@ -139,9 +140,9 @@ func FuzzParseCacheRecord(f *testing.F) {
 		f.Add(uint8(r.Kind), r.Append(nil))
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
-		r, n, err := parseCacheRecord(flog.Kind(kind), b)
+		r, n, err := cachelog.ParseCacheRecord(flog.Kind(kind), b)
 		if err != nil {
-			var re *cacheRecordError
+			var re *cachelog.CacheRecordError
 			if !errors.As(err, &re) {
 				t.Fatalf("untyped error %v", err)
 			}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
-	"path/filepath"
 	"sync"
-	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
@@ -27,12 +25,8 @@ import (
 // group commit). A Get waits for every add appended before it to be
 // durable, so no reader sees a sum a crash could take back.
 type CounterStore struct {
-	opts    CounterStoreOptions // defaults filled; immutable
-	log     *flog.Log
-	ctx     context.Context // cancelled by Close: stops the maintenance loop
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	compact chan struct{} // one slot: one compaction at a time
+	opts CounterStoreOptions // defaults filled; immutable
+	storeRun
 
 	// mu guards the fields below. Adders hold it across their log append
 	// (the log never calls back), so the sums follow the log's order.
@@ -50,67 +44,15 @@ type CounterStore struct {
 	closed      bool
 }
 
-// CounterStoreOptions configure OpenCounterStore. Zero values take the
+// CounterStoreOptions configure OpenCounterStore: the settings every
+// store log has (a counter log takes its cache's). Zero values take the
 // documented defaults.
 type CounterStoreOptions struct {
-	// Dir holds the counter log. Required.
-	Dir string
-	// SegmentBytes is the log's segment size. Default 64 MiB.
-	SegmentBytes int64
-	// Fsync and FsyncInterval are the log's policy (default periodic,
-	// every 250 ms): the cache's.
-	Fsync         flog.FsyncPolicy
-	FsyncInterval time.Duration
-	// MaxIndexBytes bounds the sums' memory; an add to a new key that
-	// would pass it is refused (overloaded, reason cache_full). Default
-	// DefaultCacheIndexBytes.
-	MaxIndexBytes int64
-	// CompactEvery is how often the maintenance loop considers a
-	// compaction; 0 runs none (call Compact).
-	CompactEvery time.Duration
-	// CompactMinRecords is how many records must follow the last
-	// compaction, and at least twice the keys as many, before the loop
-	// compacts. Default 65536.
-	CompactMinRecords uint64
-	// Now is the clock of record times. Default time.Now.
-	Now func() time.Time
-	// FS replaces the real file system (tests inject crashes).
-	FS flog.FS
-	// Logger receives recovery and maintenance reports. Default slog.Default().
-	Logger *slog.Logger
-}
-
-func (o CounterStoreOptions) withDefaults() CounterStoreOptions {
-	if o.MaxIndexBytes == 0 {
-		o.MaxIndexBytes = DefaultCacheIndexBytes
-	}
-	if o.CompactMinRecords == 0 {
-		o.CompactMinRecords = DefaultCacheCompactMinRecords
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.FS == nil {
-		o.FS = flog.OSFS()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return o
+	StoreLogOptions
 }
 
 func (o CounterStoreOptions) validate() error {
-	var errs []error
-	if o.Dir == "" {
-		errs = append(errs, errors.New("core: CounterStoreOptions.Dir is empty"))
-	}
-	if o.MaxIndexBytes < 0 {
-		errs = append(errs, fmt.Errorf("core: CounterStoreOptions.MaxIndexBytes %d is negative", o.MaxIndexBytes))
-	}
-	if o.CompactEvery < 0 {
-		errs = append(errs, fmt.Errorf("core: CounterStoreOptions.CompactEvery %v is negative", o.CompactEvery))
-	}
-	return errors.Join(errs...)
+	return errors.Join(o.StoreLogOptions.validate("CounterStoreOptions")...)
 }
 
 // counterEntryBytes is what one counter costs in memory beyond its key's
@@ -127,28 +69,22 @@ func OpenCounterStore(o CounterStoreOptions) (*CounterStore, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
-	}
-	lg, _, err := flog.Open(flog.Options{Dir: filepath.Join(o.Dir, "log"), SegmentBytes: o.SegmentBytes,
-		Fsync: o.Fsync, FsyncInterval: o.FsyncInterval, Now: o.Now, Logger: o.Logger, FS: o.FS, BufferAppends: true})
+	o.StoreLogOptions = o.StoreLogOptions.withDefaults()
+	lg, err := o.openLog("counter store", nil)
 	if err != nil {
-		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
+		return nil, err
 	}
-	s := &CounterStore{opts: o, log: lg, compact: make(chan struct{}, 1), sums: map[string]int64{}}
-	s.ctx, s.stop = context.WithCancel(context.Background())
+	s := &CounterStore{opts: o, sums: map[string]int64{}}
+	s.start(lg)
 	if err := s.fold(lg.StartOffset(), lg.NextOffset()); err != nil {
-		s.stop()
-		lg.Close()
+		s.abandon()
 		return nil, fmt.Errorf("core: open counter store %s: %w", o.Dir, err)
 	}
 	for k := range s.sums {
 		s.indexBytes += counterCost(k)
 	}
 	if o.CompactEvery > 0 {
-		s.wg.Add(1)
-		go s.maintain()
+		s.goMaintain(s.maintain)
 	}
 	return s, nil
 }
@@ -164,7 +100,7 @@ func (s *CounterStore) fold(from, to uint64) error {
 			return fmt.Errorf("fold from %d: the log returned nothing before %d", from, to)
 		}
 		for i := range recs {
-			rec, _, err := parseCounterRecord(recs[i].Kind, recs[i].Payload)
+			rec, _, err := cachelog.ParseCounterRecord(recs[i].Kind, recs[i].Payload)
 			if err != nil {
 				return fmt.Errorf("record at offset %d: %w", recs[i].Offset, err)
 			}
@@ -208,10 +144,10 @@ type CounterWrite struct {
 // and appends nothing; so is a new key the memory bound cannot take
 // (overloaded, reason cache_full).
 func (s *CounterStore) AppendAdd(key string, delta int64) (int64, CounterWrite, error) {
-	if len(key) > maxCacheStoreKey {
-		return 0, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest, "counter key of %d bytes (at most %d)", len(key), maxCacheStoreKey)
+	if len(key) > cachelog.MaxKey {
+		return 0, CounterWrite{}, wire.NewError(wire.CodeInvalidRequest, "counter key of %d bytes (at most %d)", len(key), cachelog.MaxKey)
 	}
-	rec := counterRecord{Kind: flog.KindCounterDelta, Key: key, Value: delta}
+	rec := cachelog.CounterRecord{Kind: flog.KindCounterDelta, Key: key, Value: delta}
 	payload := rec.Append(make([]byte, 0, rec.Len()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,7 +187,7 @@ func (s *CounterStore) AppendForget(in func(key string) bool) (int, CounterWrite
 	var entries []flog.Entry
 	for k := range s.sums {
 		if in(k) {
-			rec := counterRecord{Kind: flog.KindCounterRemove, Key: k}
+			rec := cachelog.CounterRecord{Kind: flog.KindCounterRemove, Key: k}
 			keys = append(keys, k)
 			entries = append(entries, flog.Entry{Kind: flog.KindCounterRemove, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 		}
@@ -345,15 +281,7 @@ func (s *CounterStore) appendLocked(entries ...flog.Entry) (CounterWrite, error)
 
 // storeError maps a log failure as the cache store does.
 func (s *CounterStore) storeError(err error) error {
-	switch {
-	case errors.Is(err, flog.ErrNoSpace):
-		return errStorageFull("counter add", err)
-	case errors.Is(err, flog.ErrClosed):
-		return wire.NewError(wire.CodeDraining, "counter log %s is closed", s.opts.Dir).WithDetail(wire.DetailReason, "closed")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	}
-	return withLogReason(wire.NewError(wire.CodeShardUnavailable, "counter log %s is unavailable: %v", s.opts.Dir, err), err)
+	return storeLogError("counter log", s.opts.Dir, "counter add", err)
 }
 
 // Close stops the maintenance loop and closes the log (fsyncing it).
@@ -365,7 +293,6 @@ func (s *CounterStore) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.stop()
-	s.wg.Wait()
+	s.stopMaintenance()
 	return s.log.Close()
 }

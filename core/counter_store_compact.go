@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/felixmq/felix/core/cachelog"
 	flog "github.com/felixmq/felix/log"
 )
 
@@ -35,12 +36,11 @@ const counterCheckpointBatch = 4096
 // new offset. One compaction runs at a time; a second call waits for it
 // or ctx.
 func (s *CounterStore) Compact(ctx context.Context) (CounterCompactResult, error) {
-	select {
-	case s.compact <- struct{}{}:
-	case <-ctx.Done():
-		return CounterCompactResult{}, ctx.Err()
+	leave, err := s.enterCompaction(ctx)
+	if err != nil {
+		return CounterCompactResult{}, err
 	}
-	defer func() { <-s.compact }()
+	defer leave()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -89,7 +89,7 @@ func (s *CounterStore) checkpoint(keys []string) error {
 		if !ok {
 			continue // forgotten since the point: a checkpoint would bring it back
 		}
-		rec := counterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: sum}
+		rec := cachelog.CounterRecord{Kind: flog.KindCounterCheckpoint, Key: k, Value: sum}
 		entries = append(entries, flog.Entry{Kind: flog.KindCounterCheckpoint, Payload: rec.Append(make([]byte, 0, rec.Len()))})
 	}
 	if len(entries) == 0 {
@@ -102,7 +102,6 @@ func (s *CounterStore) checkpoint(keys []string) error {
 // maintain compacts every CompactEvery once enough records followed the
 // last compaction, until Close.
 func (s *CounterStore) maintain() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.opts.CompactEvery)
 	defer t.Stop()
 	for {

@@ -12,13 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/felixmq/felix/core/cachelog"
 	"github.com/felixmq/felix/internal/faultfs"
 	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
 func counterOptions(dir string) CounterStoreOptions {
-	return CounterStoreOptions{Dir: dir, Fsync: flog.FsyncAlways, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return CounterStoreOptions{StoreLogOptions{Dir: dir, Fsync: flog.FsyncAlways, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
 func mustOpenCounters(t testing.TB, o CounterStoreOptions) *CounterStore {
@@ -242,7 +243,7 @@ func TestCounterStoreRecoversFromACrashAtEveryStep(t *testing.T) {
 // FuzzCounterRecord: the decoder never panics, never reads past its
 // input, and what it accepts re-encodes to the same bytes.
 func FuzzCounterRecord(f *testing.F) {
-	for _, r := range []counterRecord{
+	for _, r := range []cachelog.CounterRecord{
 		{Kind: flog.KindCounterDelta, Key: "hits", Value: 1},
 		{Kind: flog.KindCounterDelta, Key: "", Value: math.MinInt64},
 		{Kind: flog.KindCounterCheckpoint, Key: "user:42:reqs", Value: math.MaxInt64},
@@ -253,7 +254,7 @@ func FuzzCounterRecord(f *testing.F) {
 	f.Add(uint8(flog.KindCounterDelta), []byte{1, 0xff, 0xff})
 	f.Add(uint8(flog.KindCounterDelta), []byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
-		r, n, err := parseCounterRecord(flog.Kind(kind), b)
+		r, n, err := cachelog.ParseCounterRecord(flog.Kind(kind), b)
 		if err != nil {
 			return
 		}

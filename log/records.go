@@ -2,7 +2,7 @@ package log
 
 import "fmt"
 
-// RecordInfo describes one stored record without its payload, for tools.
+// RecordInfo describes one stored record, for tools.
 type RecordInfo struct {
 	// Segment is the segment file's base name; Position the record's byte
 	// position in it and Bytes its encoded size.
@@ -18,6 +18,10 @@ type RecordInfo struct {
 	Publisher  string
 	// PayloadBytes is the payload's length.
 	PayloadBytes int
+	// Payload is the payload itself, valid only during the call that
+	// receives it (it aliases the scan's read buffer): a tool that keeps
+	// it copies it.
+	Payload []byte
 }
 
 // ScanRecords calls fn for every record of the log in dir that Open would
@@ -50,7 +54,7 @@ func scanInfos(s *segment, fn func(RecordInfo) error) error {
 		}
 		info := RecordInfo{Segment: s.name(), Position: pos, Bytes: n, Version: v.version, Kind: v.kind,
 			Offset: v.offset, Generation: v.generation, TimeMicros: v.time, Publisher: string(v.publisher),
-			PayloadBytes: len(v.payload)}
+			PayloadBytes: len(v.payload), Payload: v.payload}
 		if err := fn(info); err != nil {
 			return err
 		}

@@ -2,7 +2,7 @@ package wire
 
 import (
 	"bytes"
-	"encoding/base64"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -63,26 +63,8 @@ func parseCacheChange(b []byte) (*CacheChange, bool) {
 	if !ok {
 		return nil, false
 	}
-	if after, found := bytes.CutPrefix(rest, []byte("null")); found {
-		rest = after
-	} else {
-		if len(rest) == 0 || rest[0] != '"' {
-			return nil, false
-		}
-		rest = rest[1:]
-		n := 0
-		for n < len(rest) && isBase64Std(rest[n]) {
-			n++
-		}
-		if n == len(rest) || rest[n] != '"' {
-			return nil, false
-		}
-		v := make([]byte, base64.StdEncoding.DecodedLen(n))
-		dn, err := base64.StdEncoding.Decode(v, rest[:n])
-		if err != nil {
-			return nil, false
-		}
-		m.Value, rest = v[:dn], rest[n+1:]
+	if m.Value, rest, ok = cutBase64Value(rest); !ok {
+		return nil, false
 	}
 
 	if after, found := bytes.CutPrefix(rest, []byte(`,"expires_at_ms":`)); found {
@@ -103,25 +85,33 @@ func parseCacheChange(b []byte) (*CacheChange, bool) {
 
 // cutPlainString returns the bytes of b up to its first '"' and the rest
 // after it, when they are a string body encoding/json writes unescaped and
-// decodes to itself: no backslash, no control character, none of < > &,
-// no U+2028 or U+2029, and valid UTF-8.
+// decodes to itself (plainText).
 func cutPlainString(b []byte) ([]byte, []byte, bool) {
+	i := bytes.IndexByte(b, '"')
+	if i < 0 || !plainText(b[:i]) {
+		return nil, nil, false
+	}
+	return b[:i], b[i+1:], true
+}
+
+// plainText reports whether encoding/json writes s between quotes as it
+// is: no quote, backslash or control character, none of < > &, valid
+// UTF-8 without U+2028 or U+2029.
+func plainText[T string | []byte](s T) bool {
 	ascii := true
-	for i, c := range b {
-		switch {
-		case c == '"':
-			s := b[:i]
-			if !ascii && (!utf8.Valid(s) || bytes.Contains(s, []byte("\u2028")) || bytes.Contains(s, []byte("\u2029"))) {
-				return nil, nil, false
-			}
-			return s, b[i+1:], true
-		case c < 0x20 || c == '\\' || c == '<' || c == '>' || c == '&':
-			return nil, nil, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
-	return nil, nil, false
+	if ascii {
+		return true
+	}
+	str := string(s)
+	return utf8.ValidString(str) && !strings.Contains(str, "\u2028") && !strings.Contains(str, "\u2029")
 }
 
 // isBase64Std reports whether c is in the standard base64 alphabet or is

@@ -295,6 +295,12 @@ func ParseMessage(b []byte) (Message, error) {
 	if m, ok := parseCacheChange(b); ok {
 		return m, nil
 	}
+	if m, ok := parseCachePut(b); ok {
+		return m, nil
+	}
+	if m, ok := parseCacheOK(b); ok {
+		return m, nil
+	}
 	typ, ok := leadingType(b)
 	if !ok {
 		var head struct {
@@ -383,6 +389,14 @@ func MarshalMessage(m Message) ([]byte, error) {
 	if u, ok := m.(*Unknown); ok {
 		return u.Raw, nil
 	}
+	if b, ok := appendFastMessage(nil, m); ok {
+		return b, nil
+	}
+	return marshalMessageGeneral(m)
+}
+
+// marshalMessageGeneral is MarshalMessage through encoding/json.
+func marshalMessageGeneral(m Message) ([]byte, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("wire: marshal %s: %w", m.MessageType(), err)

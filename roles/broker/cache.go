@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync"
 	"time"
 
 	"github.com/felixmq/felix/core"
@@ -75,22 +76,87 @@ func (cs *controlStream) serveKeyed(m keyedRequest, action auth.Action, tenant, 
 // fsyncs. Each takes one of the stream's owed-answer slots, so at most
 // MaxOwedAcks wait at once (the read loop waits for a slot); the stream's
 // end waits for them.
+//
+// One goroutine per stream does the waiting (durableWaiter): it takes
+// every answer queued so far, waits once per cache they touched, and
+// sends them, then takes what queued meanwhile, until nothing is left. A
+// WaitStaged that starts after a request was applied covers it, so one
+// wait answers a whole burst.
 func (cs *controlStream) answerWhenDurable(c *core.Cache, run func(*core.Cache) (wire.Message, *wire.Error), reqID uint64) {
 	t, err := cs.out.reserveOwed(cs.ctx)
 	if err != nil {
 		return // the stream is ending
 	}
 	msg, e := run(c)
-	started := cs.durableAnswers.Go(func() {
-		if e == nil {
-			if err := c.WaitStaged(cs.ctx); err != nil {
-				msg, e = nil, asWireError(err)
-			}
+	w := &cs.durable
+	w.mu.Lock()
+	w.queue = append(w.queue, durableAnswer{c: c, ticket: t, msg: msg, e: e, reqID: reqID})
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start && !cs.durableAnswers.Go(cs.answerDurable) {
+		// The stream is ending: nothing will wait, give the slots back.
+		w.mu.Lock()
+		q := w.queue
+		w.queue, w.running = nil, false
+		w.mu.Unlock()
+		for _, a := range q {
+			cs.out.cancelOwed(a.ticket)
 		}
-		cs.out.sendOwed(t, cs.encodeAnswer(msg, e, reqID))
-	})
-	if !started {
-		cs.out.cancelOwed(t)
+	}
+}
+
+// durableWaiter queues a stream's answers to requests on log-backed
+// caches until their writes are durable.
+type durableWaiter struct {
+	mu      sync.Mutex
+	queue   []durableAnswer
+	running bool // answerDurable runs, and will take what is queued
+}
+
+// durableAnswer is one answer waiting for its cache's log.
+type durableAnswer struct {
+	c      *core.Cache
+	ticket owedTicket
+	msg    wire.Message
+	e      *wire.Error
+	reqID  uint64
+}
+
+// answerDurable answers the queued requests batch by batch until none is
+// left.
+func (cs *controlStream) answerDurable() {
+	w := &cs.durable
+	var spare []durableAnswer
+	for {
+		w.mu.Lock()
+		batch := w.queue
+		if len(batch) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.queue = spare[:0]
+		w.mu.Unlock()
+		waited := map[*core.Cache]*wire.Error{}
+		for i := range batch {
+			a := &batch[i]
+			if a.e == nil {
+				werr, done := waited[a.c]
+				if !done {
+					if err := a.c.WaitStaged(cs.ctx); err != nil {
+						werr = asWireError(err)
+					}
+					waited[a.c] = werr
+				}
+				if werr != nil {
+					a.msg, a.e = nil, werr
+				}
+			}
+			cs.out.sendOwed(a.ticket, cs.encodeAnswer(a.msg, a.e, a.reqID))
+			*a = durableAnswer{}
+		}
+		spare = batch
 	}
 }
 

@@ -83,6 +83,7 @@ type controlStream struct {
 	// caches once they are durable (cache.go); the stream's end waits for
 	// them.
 	durableAnswers gogroup.Group
+	durable        durableWaiter // the answers durableAnswers waits for (cache.go)
 }
 
 // loopEnd says how a request stream's read loop ended.

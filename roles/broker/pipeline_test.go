@@ -95,13 +95,20 @@ func TestAPipeliningStreamIsAnsweredInRequestOrder(t *testing.T) {
 	}
 }
 
-// The spec's a_full_window_stops_reading_until_an_answer_frees_a_slot.
-func TestAFullWindowStopsReadingUntilAnAnswerFreesASlot(t *testing.T) {
-	a, b := startPair(t, func(cfg *Config) {
+// startWindowPair is startStandard with a publish_window of window.
+func startWindowPair(t *testing.T, window int) (a, b *env) {
+	t.Helper()
+	a, b = startPair(t, func(cfg *Config) {
 		cfg.Durable.StorageDir = t.TempDir()
-		cfg.PublishWindow = 2
+		cfg.PublishWindow = window
 	}, wire.StreamSpec{Stream: "log", Durable: true}, wire.StreamSpec{Stream: "keyed", Shards: 4}, wire.StreamSpec{Stream: "lost"})
 	standard(a, b)
+	return a, b
+}
+
+// The spec's a_full_window_stops_reading_until_an_answer_frees_a_slot.
+func TestAFullWindowStopsReadingUntilAnAnswerFreesASlot(t *testing.T) {
+	a, b := startWindowPair(t, 2)
 	release := make(chan struct{})
 	entered, _ := holdFirstCall(t, b, release)
 	s := a.authed(a.dial(0), durableFlags, pipeFeatures, "stream.publish:*")
@@ -123,11 +130,7 @@ func TestAFullWindowStopsReadingUntilAnAnswerFreesASlot(t *testing.T) {
 
 // The spec's a_stuck_stream_does_not_stall_another_on_the_same_connection.
 func TestAStuckStreamDoesNotStallAnotherOnTheSameConnection(t *testing.T) {
-	a, b := startPair(t, func(cfg *Config) {
-		cfg.Durable.StorageDir = t.TempDir()
-		cfg.PublishWindow = 2
-	}, wire.StreamSpec{Stream: "log", Durable: true}, wire.StreamSpec{Stream: "keyed", Shards: 4}, wire.StreamSpec{Stream: "lost"})
-	standard(a, b)
+	a, b := startWindowPair(t, 2)
 	release := make(chan struct{})
 	entered, _ := holdFirstCall(t, b, release)
 	qc := a.dial(0)

@@ -28,8 +28,10 @@
 //     cleanly (exit 0) on Ctrl-C.
 //   - inspect segments never writes: it runs package log's Inspect over
 //     every shard log under <storage>/streams/<tenant>/<ns>/<stream>/<shard>
-//     (storage defaults to <data-dir>/log) and exits 2 when any log would
-//     be refused, 1 when one cannot be read, 0 otherwise.
+//     (storage defaults to <data-dir>/log), and core/cachelog's Inspect
+//     over every cache incarnation under <storage>/caches (its cache log,
+//     index snapshot and counter log), and exits 2 when any log would be
+//     refused, 1 when one cannot be read, 0 otherwise.
 //   - The package never imports a server role; the admin commands speak
 //     HTTP to the control plane (AdminClient), with a 10 s timeout per
 //     request.

@@ -104,7 +104,7 @@ func TestInspectSegmentsVerdicts(t *testing.T) {
 	before, _ := os.ReadFile(segs[0])
 	flipByte(t, segs[0], 30)
 	r = run(t, toolkit{}, nil, "inspect", "segments", "--data-dir", data)
-	if r.exitCode() != exitRefused || !strings.Contains(r.message(), "1 of 3 shard logs would be refused") {
+	if r.exitCode() != exitRefused || !strings.Contains(r.message(), "1 of 3 logs would be refused") {
 		t.Fatalf("exit %d %q", r.exitCode(), r.message())
 	}
 	if !strings.Contains(r.stdout, "acme/prod/orders shard 0") || !strings.Contains(r.stdout, "verdict: refuse: segment 00000000000000000000.log position") {
@@ -139,7 +139,7 @@ func TestInspectSegmentsWithoutLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, toolkit{}, nil, "inspect", "segments", "--data-dir", data)
-	if r.err != nil || !strings.HasPrefix(r.stdout, "no shard logs under ") {
+	if r.err != nil || !strings.HasPrefix(r.stdout, "no stream shard, cache or counter logs under ") {
 		t.Fatalf("empty storage: %q %v", r.stdout, r.err)
 	}
 	r = run(t, toolkit{}, nil, "inspect", "segments", "--data-dir", filepath.Join(data, "absent"))

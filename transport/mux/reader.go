@@ -31,7 +31,7 @@ func (s *Session) readLoop() {
 		}
 		var payload []byte
 		if h.typ == frameData {
-			payload = make([]byte, h.length)
+			payload = getData(int(h.length))
 		} else {
 			payload = scratch[:h.length]
 		}
@@ -230,6 +230,7 @@ func (s *Session) handleDataLocked(st *stream, h header, p []byte) error {
 	if st == nil || st.readCancelled {
 		// A stream over and forgotten, or one we stopped reading: drop.
 		s.connConsumedLocked(n, time.Now(), time.Duration(s.rtt.Load()))
+		putData(p)
 		return nil
 	}
 	if st.fin || st.recvErr != nil {
@@ -241,6 +242,8 @@ func (s *Session) handleDataLocked(st *stream, h header, p []byte) error {
 	if n > 0 {
 		st.chunks = append(st.chunks, p)
 		st.unread += n
+	} else {
+		putData(p)
 	}
 	if h.flags&flagFIN != 0 {
 		st.fin = true

@@ -416,6 +416,7 @@ func (st *stream) readLocked(p []byte) int {
 		n += c
 		st.chunkOff += c
 		if st.chunkOff == len(st.chunks[0]) {
+			putData(st.chunks[0])
 			st.chunks[0] = nil
 			st.chunks = st.chunks[1:]
 			st.chunkOff = 0
@@ -481,6 +482,9 @@ func (st *stream) CancelRead(code transport.StreamErrorCode) {
 // dropUnreadLocked discards unread data, giving its connection credit back.
 func (st *stream) dropUnreadLocked() {
 	n := st.unread
+	for _, c := range st.chunks {
+		putData(c)
+	}
 	st.chunks, st.chunkOff, st.unread = nil, 0, 0
 	st.rw.consumed += n
 	st.s.connConsumedLocked(n, time.Now(), time.Duration(st.s.rtt.Load()))
