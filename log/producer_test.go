@@ -77,3 +77,31 @@ func TestProducerBlockShortBodyRefused(t *testing.T) {
 		t.Fatalf("short version-2 body: %v, want bad length", err)
 	}
 }
+
+// ScanRecords (what felix inspect reads) reports the producer block.
+func TestScanRecordsReportsTheProducerBlock(t *testing.T) {
+	o := Options{Dir: t.TempDir(), Fsync: FsyncAlways}
+	l, _, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append([][]byte{[]byte("plain")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendProduced([][]byte{[]byte("a"), []byte("b")}, "", Producer{ID: 9, Sequence: 3, Digest: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []RecordInfo
+	if _, err := ScanRecords(o.Dir, func(r RecordInfo) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Producer != nil || got[2].Producer != nil {
+		t.Fatalf("records %+v", got)
+	}
+	if pr := got[1].Producer; pr == nil || *pr != (Producer{ID: 9, Sequence: 3, Count: 2, Digest: 1}) || got[1].Version != RecordVersionProducer {
+		t.Fatalf("first record of the batch: version %d producer %+v", got[1].Version, got[1].Producer)
+	}
+}
