@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/felixmq/felix/wire"
@@ -255,5 +256,47 @@ func TestIdempotentDuplicateClaimWaitsForTheFirstCopy(t *testing.T) {
 	}
 	if err := c.Finish(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Copies of one batch racing under one sequence (a re-send crossing its
+// first copy on another connection) land once: every copy is answered
+// with the same offset, and the shard holds the batch once.
+func TestIdempotentCopiesRacingLandOnce(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) {
+			dir := ""
+			if durable {
+				dir = t.TempDir()
+			}
+			_, sh := producerShard(t, dir, Config{})
+			const copies, rounds = 8, 20
+			for seq := range uint64(rounds) {
+				offs := make(chan uint64, copies)
+				var wg sync.WaitGroup
+				for range copies {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						off, err := sh.PublishIdempotent(context.Background(), batchOf(seq, "r"), "", 3, seq)
+						if err != nil {
+							t.Errorf("seq %d: %v", seq, err)
+							return
+						}
+						offs <- off
+					}()
+				}
+				wg.Wait()
+				close(offs)
+				for off := range offs {
+					if off != seq*2 {
+						t.Fatalf("seq %d answered at %d, want %d", seq, off, seq*2)
+					}
+				}
+			}
+			if got := sh.NextOffset(); got != 2*rounds {
+				t.Fatalf("the shard took %d offsets for %d batches of 2", got, rounds)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"strconv"
 )
 
 // Idempotent producers (FEATURE_IDEMPOTENT_PRODUCER).
@@ -170,7 +171,7 @@ func (r ProducerRefusal) Err() *Error {
 		if r.Expected != nil {
 			exp = *r.Expected
 		}
-		return NewProducerRefusal(r.Reason, exp, "sequence gap: the shard expects sequence "+uitoa(exp)+" next; nothing was written")
+		return NewProducerRefusal(r.Reason, exp, "sequence gap: the shard expects sequence "+strconv.FormatUint(exp, 10)+" next; nothing was written")
 	case ReasonUnknownProducer:
 		return NewProducerRefusal(r.Reason, 0, "unknown producer: the shard's owner holds no sequences for it; take a fresh producer id")
 	case ReasonSequenceExpired:
@@ -181,19 +182,6 @@ func (r ProducerRefusal) Err() *Error {
 	e := NewError(CodeInvalidRequest, "publish refused for a reason this client does not know (%q)", r.Reason)
 	e.Retry = RetryFatal
 	return e
-}
-
-func uitoa(n uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // BatchDigest is the digest a shard's owner keeps of an idempotent batch
