@@ -177,8 +177,7 @@ func (t *producerTable) forget() {
 	t.lru.Init()
 }
 
-// producersLocked returns the shard's producer table, made on first use.
-// Caller holds the shard's claim lock (claimMu or the commit turn).
+// producerTable returns the shard's producer table, made on first use.
 func (sh *Shard) producerTable() *producerTable {
 	if p := sh.producers.Load(); p != nil {
 		return p
