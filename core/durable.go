@@ -27,15 +27,23 @@ type Claimed struct {
 	// the claim's turn (its context ended): the shard's completed tail
 	// then never passes it, so every later claim is abandoned too.
 	abandoned atomic.Bool
-	// result is what finish returned, set before done is closed.
-	result error
+	// outcome, set on an idempotent batch's claim, is what a re-send of
+	// it waits on; the producer table holds it rather than the claim, so
+	// it does not keep the batch's payloads alive.
+	outcome *claimOutcome
 
 	// dup marks an idempotent re-send the shard already held: nothing was
 	// written, dupBase is where the first copy landed, and dupOf is the
-	// first copy's claim while it may still be finishing (nil otherwise).
+	// first copy's outcome (nil when it was rebuilt from the log).
 	dup     bool
 	dupBase uint64
-	dupOf   *Claimed
+	dupOf   *claimOutcome
+}
+
+// claimOutcome is how a claim finished: err is set before done is closed.
+type claimOutcome struct {
+	done chan struct{}
+	err  error
 }
 
 // BaseOffset returns the offset of the batch's first record (for a
@@ -184,7 +192,7 @@ func (c *Claimed) finishDup(ctx context.Context) error {
 	}
 	select {
 	case <-c.dupOf.done:
-		return c.dupOf.result
+		return c.dupOf.err
 	case <-ctx.Done():
 		return c.sh.errAbandoned(c.dupBase, c.dupBase, ctx.Err())
 	}
@@ -198,7 +206,10 @@ func (c *Claimed) finish(waitCtx, ctx context.Context) (err error) {
 	}
 	sh := c.sh
 	defer func() {
-		c.result = err
+		if c.outcome != nil {
+			c.outcome.err = err
+			close(c.outcome.done)
+		}
 		close(c.done)
 	}()
 	werr := sh.log.Wait(waitCtx, c.app)

@@ -70,10 +70,10 @@ type producerBatch struct {
 	base   uint64
 	count  uint32
 	digest uint64
-	// claim is the durable claim that wrote it while it may still be
-	// finishing (nil once rebuilt from the log, and on in-memory shards,
-	// whose batches are complete when recorded).
-	claim *Claimed
+	// outcome is the durable claim's, which a re-send waits for (nil once
+	// rebuilt from the log, and on in-memory shards, whose batches are
+	// complete when recorded).
+	outcome *claimOutcome
 }
 
 // producerState is what a shard holds of one producer.
@@ -220,13 +220,14 @@ func (sh *Shard) ClaimIdempotent(payloads [][]byte, publisher string, id, seq ui
 		return nil, e.WithDetail("shard", sh.index)
 	}
 	if dup != nil {
-		return &Claimed{sh: sh, dup: true, dupBase: dup.base, dupOf: dup.claim}, nil
+		return &Claimed{sh: sh, dup: true, dupBase: dup.base, dupOf: dup.outcome}, nil
 	}
 	c, err := sh.appendClaimLocked(payloads, publisher, &flog.Producer{ID: id, Sequence: seq, Digest: digest})
 	if err != nil {
 		return nil, err
 	}
-	t.record(id, producerBatch{seq: seq, base: c.env.BaseOffset, count: uint32(len(payloads)), digest: digest, claim: c})
+	c.outcome = &claimOutcome{done: make(chan struct{})}
+	t.record(id, producerBatch{seq: seq, base: c.env.BaseOffset, count: uint32(len(payloads)), digest: digest, outcome: c.outcome})
 	return c, nil
 }
 
