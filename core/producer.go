@@ -236,38 +236,46 @@ func (sh *Shard) ClaimIdempotent(payloads [][]byte, publisher string, id, seq ui
 // the batch's first offset, or the first copy's for a re-send of a held
 // batch (not published again). Refusals are ClaimIdempotent's.
 func (sh *Shard) PublishIdempotent(ctx context.Context, payloads [][]byte, publisher string, id, seq uint64) (uint64, error) {
+	off, _, err := sh.PublishIdempotentReport(ctx, payloads, publisher, id, seq)
+	return off, err
+}
+
+// PublishIdempotentReport is PublishIdempotent also reporting whether the
+// batch was a re-send answered from the table (duplicate) rather than
+// published.
+func (sh *Shard) PublishIdempotentReport(ctx context.Context, payloads [][]byte, publisher string, id, seq uint64) (offset uint64, duplicate bool, err error) {
 	if len(payloads) == 0 {
-		return 0, errEmptyBatch()
+		return 0, false, errEmptyBatch()
 	}
 	if sh.Durable() {
 		c, err := sh.ClaimIdempotent(payloads, publisher, id, seq)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		return c.BaseOffset(), c.finish(context.WithoutCancel(ctx), ctx)
+		return c.BaseOffset(), c.Duplicate(), c.finish(context.WithoutCancel(ctx), ctx)
 	}
 	if err := sh.acquireTurn(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer sh.releaseTurn()
 	if sh.closed.Load() {
-		return 0, sh.errClosed()
+		return 0, false, sh.errClosed()
 	}
 	digest := wire.BatchDigest(payloads)
 	t := sh.producerTable()
 	dup, e := t.check(id, seq, uint32(len(payloads)), digest)
 	if e != nil {
-		return 0, e.WithDetail("shard", sh.index)
+		return 0, false, e.WithDetail("shard", sh.index)
 	}
 	if dup != nil {
-		return dup.base, nil
+		return dup.base, true, nil
 	}
 	env, err := sh.claim(payloads, publisher)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	t.record(id, producerBatch{seq: seq, base: env.BaseOffset, count: uint32(len(payloads)), digest: digest})
-	return env.BaseOffset, sh.complete(ctx, env)
+	return env.BaseOffset, false, sh.complete(ctx, env)
 }
 
 // rebuildProducers fills the producer table from the records carrying a

@@ -87,6 +87,10 @@ func TestIdempotentPublishOverTheWire(t *testing.T) {
 	if n := e.metric(`felix_idempotent_duplicates_total`); n != 2 {
 		t.Fatalf("felix_idempotent_duplicates_total %v, want 2", n)
 	}
+	// Re-sends are not counted as published again: 4 records per stream.
+	if n := e.metric("felix_publish_messages_total"); n != 8 {
+		t.Fatalf("felix_publish_messages_total %v, want 8", n)
+	}
 }
 
 // TestIdempotentPublishSurvivesARestart: a broker restarted on the same

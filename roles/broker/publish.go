@@ -31,8 +31,13 @@ type pubRequest struct {
 	idem *idemSeq
 }
 
-// idemSeq is an idempotent publish's producer id and sequence.
-type idemSeq struct{ producer, seq uint64 }
+// idemSeq is an idempotent publish's producer id and sequence; dup is
+// set, before the publish settles, when the batch was a re-send answered
+// from the shard's producer table (not counted as published again).
+type idemSeq struct {
+	producer, seq uint64
+	dup           bool
+}
 
 // ownerOnly reports whether the publish is served by the shard's owner
 // alone (a conditional or idempotent publish).
@@ -308,7 +313,8 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 		}
 	}
 	if id := p.req.idem; id != nil {
-		off, err := p.shard.PublishIdempotent(srv.workCtx, p.req.payloads, p.cs.id.Subject, id.producer, id.seq)
+		off, dup, err := p.shard.PublishIdempotentReport(srv.workCtx, p.req.payloads, p.cs.id.Subject, id.producer, id.seq)
+		id.dup = dup
 		close(done)
 		p.settle(err, &off)
 		return
@@ -338,6 +344,9 @@ func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject st
 	var err error
 	if idem != nil {
 		c, err = sh.ClaimIdempotent(payloads, subject, idem.producer, idem.seq)
+		if err == nil {
+			idem.dup = c.Duplicate()
+		}
 	} else if expected != nil {
 		c, err = sh.ClaimIf(payloads, subject, *expected)
 	} else {
@@ -364,7 +373,7 @@ func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject st
 
 // settle counts a finished publish, answers it and releases what it held.
 func (p *admitted) settle(err error, offset *uint64) {
-	if err == nil {
+	if err == nil && (p.req.idem == nil || !p.req.idem.dup) {
 		p.cs.srv.metrics.publishMessages.Add(len(p.req.payloads))
 		p.cs.srv.metrics.publishBytes.Add(int(p.req.bytes()))
 	}
