@@ -78,6 +78,14 @@ type Config struct {
 	// CloseStreamShard closes it (a broker in a cluster). False (the
 	// default, standalone) opens every shard at ApplyStream.
 	PlacedShards bool
+	// ProducersPerShard bounds the idempotent producers each shard
+	// remembers (FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD, default 1024); past
+	// it the least recently used is forgotten.
+	ProducersPerShard int
+	// ProducerScanRecords bounds how many of a durable shard's newest
+	// records are read at open to rebuild its producer table (default
+	// 262,144; negative reads none).
+	ProducerScanRecords int
 
 	// metrics are the broker's own metrics, set by NewBroker (whatever the
 	// caller's Config held); streams, shards and the watch environment
@@ -105,6 +113,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultPolicy > DropOld {
 		c.DefaultPolicy = DropNew
+	}
+	if c.ProducersPerShard <= 0 {
+		c.ProducersPerShard = DefaultProducersPerShard
+	}
+	if c.ProducerScanRecords == 0 {
+		c.ProducerScanRecords = DefaultProducerScanRecords
 	}
 	if c.CacheMaxEntries <= 0 {
 		c.CacheMaxEntries = DefaultCacheMaxEntries

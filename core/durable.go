@@ -31,10 +31,37 @@ type Claimed struct {
 	// the claim's turn (its context ended): the shard's completed tail
 	// then never passes it, so every later claim is abandoned too.
 	abandoned atomic.Bool
+	// outcome, set on an idempotent batch's claim, is what a re-send of
+	// it waits on; the producer table holds it rather than the claim, so
+	// it does not keep the batch's payloads alive.
+	outcome *claimOutcome
+
+	// dup marks an idempotent re-send the shard already held: nothing was
+	// written, dupBase is where the first copy landed, and dupOf is the
+	// first copy's outcome (nil when it was rebuilt from the log).
+	dup     bool
+	dupBase uint64
+	dupOf   *claimOutcome
 }
 
-// BaseOffset returns the offset of the batch's first record.
-func (c *Claimed) BaseOffset() uint64 { return c.env.BaseOffset }
+// claimOutcome is how a claim finished: err is set before done is closed.
+type claimOutcome struct {
+	done chan struct{}
+	err  error
+}
+
+// BaseOffset returns the offset of the batch's first record (for a
+// duplicate, the first copy's).
+func (c *Claimed) BaseOffset() uint64 {
+	if c.dup {
+		return c.dupBase
+	}
+	return c.env.BaseOffset
+}
+
+// Duplicate reports whether the claim is an idempotent re-send answered
+// from the producer table rather than written (ClaimIdempotent).
+func (c *Claimed) Duplicate() bool { return c.dup }
 
 // Claim is the ordered half of a durable publish: it writes the batch to
 // the shard's log, which assigns its offsets. Claims on one shard are
@@ -62,36 +89,59 @@ func (sh *Shard) ClaimIf(payloads [][]byte, publisher string, expected uint64) (
 func (sh *Shard) claimDurable(payloads [][]byte, publisher string, expected *uint64) (*Claimed, error) {
 	sh.claimMu.Lock()
 	defer sh.claimMu.Unlock()
+	if err := sh.claimableLocked(payloads, expected); err != nil {
+		return nil, err
+	}
+	return sh.appendClaimLocked(payloads, publisher, nil)
+}
+
+// claimableLocked checks that a claim of payloads may be made now (and,
+// with expected set, that the shard's next offset is expected). Caller
+// holds claimMu.
+func (sh *Shard) claimableLocked(payloads [][]byte, expected *uint64) error {
 	if len(payloads) == 0 {
-		return nil, errEmptyBatch()
+		return errEmptyBatch()
 	}
 	if sh.closed.Load() {
-		return nil, sh.errClosed()
+		return sh.errClosed()
 	}
 	if sh.unavailable != nil {
-		return nil, sh.errUnavailable(sh.unavailable)
+		return sh.errUnavailable(sh.unavailable)
 	}
 	if sh.log == nil {
 		if expected != nil {
-			return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is not durable: a conditional publish needs the offsets of a log", sh.stream.key.Stream).
+			return wire.NewError(wire.CodeInvalidRequest, "stream %s is not durable: a conditional publish needs the offsets of a log", sh.stream.key.Stream).
 				WithDetail("reason", "not_durable")
 		}
-		return nil, wire.NewError(wire.CodeInternal, "shard %d of %s is not durable", sh.index, sh.stream.key.Stream)
+		return wire.NewError(wire.CodeInternal, "shard %d of %s is not durable", sh.index, sh.stream.key.Stream)
 	}
 	if last := sh.lastClaim; last != nil && last.abandoned.Load() {
-		return nil, sh.errAbandoned(last.env.BaseOffset, last.env.EndOffset(), errors.New("an earlier batch was abandoned"))
+		return sh.errAbandoned(last.env.BaseOffset, last.env.EndOffset(), errors.New("an earlier batch was abandoned"))
 	}
 	if expected != nil {
 		// Only claims append to the shard's log, all under claimMu, so
 		// the log's next offset is the shard's next offset here.
 		if tail := sh.log.NextOffset(); tail != *expected {
-			return nil, wire.NewOffsetMismatch(*expected, tail).WithDetail("shard", sh.index)
+			return wire.NewOffsetMismatch(*expected, tail).WithDetail("shard", sh.index)
 		}
 	}
+	return nil
+}
+
+// appendClaimLocked appends payloads to the log (the first record with
+// producer's block when set) and links the claim. Caller holds claimMu
+// and has checked claimableLocked.
+func (sh *Shard) appendClaimLocked(payloads [][]byte, publisher string, producer *flog.Producer) (*Claimed, error) {
 	if !sh.stream.cfg.Storage.RecordPublishers {
 		publisher = ""
 	}
-	app, err := sh.log.Append(payloads, publisher)
+	var app flog.Appended
+	var err error
+	if producer != nil {
+		app, err = sh.log.AppendProduced(payloads, publisher, *producer)
+	} else {
+		app, err = sh.log.Append(payloads, publisher)
+	}
 	if err != nil {
 		return nil, sh.appendError(err)
 	}
@@ -104,6 +154,17 @@ func (sh *Shard) claimDurable(payloads [][]byte, publisher string, expected *uin
 // Durable reports whether the log already holds the claim as its fsync
 // policy promises, so that Finish will not wait for the disk.
 func (c *Claimed) Durable() bool {
+	if c.dup {
+		if c.dupOf == nil {
+			return true
+		}
+		select {
+		case <-c.dupOf.done:
+			return true
+		default:
+			return false
+		}
+	}
 	return c.sh.log.DurableOffset() >= c.env.EndOffset()
 }
 
@@ -127,11 +188,34 @@ func (c *Claimed) Finish(ctx context.Context) error {
 	return c.finish(ctx, ctx)
 }
 
+// finishDup is Finish for a duplicate: it waits for the first copy's
+// claim, if it is still finishing, and returns its outcome.
+func (c *Claimed) finishDup(ctx context.Context) error {
+	if c.dupOf == nil {
+		return nil
+	}
+	select {
+	case <-c.dupOf.done:
+		return c.dupOf.err
+	case <-ctx.Done():
+		return c.sh.errAbandoned(c.dupBase, c.dupBase, ctx.Err())
+	}
+}
+
 // finish is Finish with waitCtx bounding the waits for the disk, the
 // predecessor and the turn, and ctx the Block-policy wait.
-func (c *Claimed) finish(waitCtx, ctx context.Context) error {
+func (c *Claimed) finish(waitCtx, ctx context.Context) (err error) {
+	if c.dup {
+		return c.finishDup(waitCtx)
+	}
 	sh := c.sh
-	defer close(c.done)
+	defer func() {
+		if c.outcome != nil {
+			c.outcome.err = err
+			close(c.outcome.done)
+		}
+		close(c.done)
+	}()
 	werr := sh.log.Wait(waitCtx, c.app)
 	if cerr := waitCtx.Err(); werr != nil && cerr != nil && errors.Is(werr, cerr) {
 		return c.abandon(cerr)

@@ -61,6 +61,8 @@ type coreMetrics struct {
 	counterAdds *metrics.Counter
 
 	durable durableMetrics
+	// producers are the idempotent-producer tables' metrics.
+	producers producerMetrics
 	// cacheIndex sums the index memory of the open log-backed cache
 	// shards at scrape time.
 	cacheIndex cacheIndexMetrics
@@ -106,6 +108,7 @@ func (c *cacheIndexMetrics) remove(s *CacheStore) {
 func newCoreMetrics() *coreMetrics {
 	metricdoc.Describe(coreHelp)
 	metricdoc.Describe(durableHelp)
+	metricdoc.Describe(producerHelp)
 	s := metrics.NewSet()
 	m := &coreMetrics{
 		set:                 s,
@@ -120,6 +123,7 @@ func newCoreMetrics() *coreMetrics {
 	m.condWrites.register(s)
 	m.counterAdds = s.NewCounter("felix_counter_adds_total")
 	m.durable.register(s)
+	m.producers.register(s)
 	m.cacheIndex.register(s)
 	return m
 }

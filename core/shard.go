@@ -41,6 +41,9 @@ type Shard struct {
 	// lastClaim is the newest claim, which the next claim waits on
 	// before it finishes. Guarded by claimMu.
 	lastClaim *Claimed
+	// producers is the idempotent-producer table (producer.go), made on
+	// first use.
+	producers atomic.Pointer[producerTable]
 	// log is the shard's segment log on a durable stream (nil otherwise,
 	// and nil when recovery refused it). Set before the shard is visible.
 	log *flog.Log

@@ -115,6 +115,9 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr e
 	sh.next = lg.NextOffset()
 	sh.nextPub.Store(sh.next)
 	sh.metrics().durable.addLog(lg)
+	if scan := sh.stream.cfg.ProducerScanRecords; scan >= 0 {
+		sh.rebuildProducers(scan)
+	}
 }
 
 // errUnavailable refuses a request to a durable shard whose log is

@@ -173,4 +173,7 @@ func (sh *Shard) close(err error, discard bool) {
 	for _, s := range subs {
 		s.endBy(err, discard)
 	}
+	if p := sh.producers.Load(); p != nil {
+		p.forget()
+	}
 }

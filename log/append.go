@@ -41,6 +41,14 @@ func (l *Log) AppendAt(payloads [][]byte, publisher string, timeMicros uint64) (
 	return l.appendBatch(&batch{payloads: payloads, publisher: publisher, time: timeMicros})
 }
 
+// AppendProduced is Append for an idempotent producer's batch: its first
+// record carries producer (layout version 2), the rest are written as
+// Append writes them. producer.Count is set to the batch's length.
+func (l *Log) AppendProduced(payloads [][]byte, publisher string, producer Producer) (Appended, error) {
+	producer.Count = uint32(len(payloads))
+	return l.appendBatch(&batch{payloads: payloads, publisher: publisher, time: nowMicros(l.opts.Now()), producer: &producer})
+}
+
 // AppendEntries is AppendAt for records of any kind and generation.
 func (l *Log) AppendEntries(entries []Entry, publisher string, timeMicros uint64) (Appended, error) {
 	return l.appendBatch(&batch{entries: entries, publisher: publisher, time: timeMicros})
@@ -72,9 +80,10 @@ func (l *Log) AppendRecords(recs []Record) (Appended, error) {
 type batch struct {
 	payloads  [][]byte // KindData, generation 0
 	entries   []Entry
-	recs      []Record // offsets given (AppendRecords)
-	publisher string   // for payloads and entries
-	time      uint64   // for payloads and entries
+	recs      []Record  // offsets given (AppendRecords)
+	publisher string    // for payloads and entries
+	time      uint64    // for payloads and entries
+	producer  *Producer // for payloads: the first record's producer block
 }
 
 func (b *batch) len() int { return len(b.payloads) + len(b.entries) + len(b.recs) }
@@ -85,12 +94,15 @@ func (b *batch) record(i int, off uint64) (recordMeta, []byte) {
 	switch {
 	case b.recs != nil:
 		r := &b.recs[i]
-		m.kind, m.generation, m.time, m.publisher = r.Kind, r.Generation, r.TimeMicros, r.Publisher
+		m.kind, m.generation, m.time, m.publisher, m.producer = r.Kind, r.Generation, r.TimeMicros, r.Publisher, r.Producer
 		return m, r.Payload
 	case b.entries != nil:
 		e := &b.entries[i]
 		m.kind, m.generation = e.Kind, e.Generation
 		return m, e.Payload
+	}
+	if i == 0 {
+		m.producer = b.producer
 	}
 	return m, b.payloads[i]
 }
@@ -143,7 +155,7 @@ func batchSize(b *batch) (int64, error) {
 		if len(m.publisher) > MaxPublisherBytes {
 			return 0, fmt.Errorf("log: append: publisher of %d bytes: %w", len(m.publisher), ErrTooLarge)
 		}
-		sz := recordSize(m.publisher, p)
+		sz := recordSize(m, p)
 		if sz > MaxRecordBytes {
 			return 0, fmt.Errorf("log: append: record of %d bytes: %w", sz, ErrTooLarge)
 		}
@@ -235,7 +247,7 @@ func (l *Log) writeNowLocked(b *batch) (Appended, error) {
 	pos := act.size
 	for i := range n {
 		m, p := b.record(i, l.next)
-		sz := int64(recordSize(m.publisher, p))
+		sz := int64(recordSize(m, p))
 		act.noteRecord(pos, l.next, m.time, sz, l.opts.IndexIntervalBytes)
 		pos += sz
 		l.next++

@@ -34,6 +34,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(validRecordsV0(3))
 	f.Add(appendRecord(nil, recordMeta{offset: 7, time: 9, kind: KindCacheTombstone, generation: 1 << 40}, nil))
 	f.Add(appendRecordV0(nil, 7, 9, "", nil))
+	f.Add(appendRecord(nil, recordMeta{offset: 7, time: 9, publisher: "p", producer: &Producer{ID: 3, Sequence: 4, Count: 2, Digest: 5}}, []byte("x")))
 	f.Add([]byte{0, 0, 0, 18, 1, 2, 3, 4})
 	f.Add([]byte{0, 0, 0, 28, 0, 0, 0, 0, 1, 0x10})
 	f.Add([]byte{0, 0, 0, 18, 0x8a, 0x9a, 0x2b, 0x1d, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
@@ -57,8 +58,12 @@ func FuzzDecodeRecord(f *testing.F) {
 				t.Fatalf("old-layout record with kind %v generation %d", v.kind, v.generation)
 			}
 			again = appendRecordV0(nil, v.offset, v.time, string(v.publisher), v.payload)
-		case RecordVersion:
+		case RecordVersion, RecordVersionProducer:
 			m := recordMeta{offset: v.offset, generation: v.generation, time: v.time, kind: v.kind, publisher: string(v.publisher)}
+			if v.version == RecordVersionProducer {
+				pr := v.producer
+				m.producer = &pr
+			}
 			again = appendRecord(nil, m, v.payload)
 		default:
 			t.Fatalf("decoded version %d", v.version)

@@ -24,6 +24,23 @@ import (
 //	pub         pub_len bytes
 //	payload     the rest
 //
+// Version 2 is version 1 with a producer block after time, written only
+// for a record that carries one (the first record of an idempotent
+// producer's batch); every other record is still written in version 1:
+//
+//	version     u8   2
+//	kind        u8
+//	offset      u64
+//	generation  u64
+//	time        u64
+//	producer    u64  the producer id
+//	sequence    u64  the batch's sequence on its shard
+//	count       u32  records in the batch, this one first
+//	digest      u64  the batch's digest (its owner's choice of hash)
+//	pub_len     u16
+//	pub         pub_len bytes
+//	payload     the rest
+//
 // Version 0, written before records had a version (read, never written):
 //
 //	offset   u64  its first byte is the version byte, 0: no log reaches 2^56 offsets
@@ -37,13 +54,31 @@ const (
 	frameBytes     = 8  // len + crc
 	bodyHeaderV0   = 18 // offset + time + pub_len
 	bodyHeaderV1   = 28 // version + kind + offset + generation + time + pub_len
+	producerBytes  = 28 // producer + sequence + count + digest
+	bodyHeaderV2   = bodyHeaderV1 + producerBytes
 	recordHeader   = frameBytes + bodyHeaderV1
 	minRecordBytes = frameBytes + bodyHeaderV0 // the smallest record of any version
 	maxBodyBytes   = MaxRecordBytes - frameBytes
 
-	// RecordVersion is the layout version Append writes.
+	// RecordVersion is the layout version Append writes for a record
+	// without a producer block.
 	RecordVersion = 1
+	// RecordVersionProducer is the layout version of a record with a
+	// producer block.
+	RecordVersionProducer = 2
 )
+
+// Producer is the producer block of a version-2 record: an idempotent
+// producer's id and the sequence of the batch the record starts, with the
+// batch's record count and digest, so that the producer's recent
+// sequences can be rebuilt from the log. The log stores it and
+// interprets none of it.
+type Producer struct {
+	ID       uint64
+	Sequence uint64
+	Count    uint32
+	Digest   uint64
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -59,9 +94,13 @@ type Record struct {
 	// Generation is the leadership generation the record was written in;
 	// 0 for records read from the old layout and for unreplicated logs.
 	Generation uint64
-	// Version is the layout the record was read in: 0 (old) or 1. Appends
-	// always write RecordVersion.
+	// Version is the layout the record was read in: 0 (old), 1, or 2
+	// (with a producer block). Appends write RecordVersion, or
+	// RecordVersionProducer for a record with a Producer.
 	Version uint8
+	// Producer is the record's producer block; nil for every record
+	// without one.
+	Producer *Producer
 }
 
 // recordMeta is everything a record carries but its payload.
@@ -69,23 +108,39 @@ type recordMeta struct {
 	offset, generation, time uint64
 	kind                     Kind
 	publisher                string
+	producer                 *Producer
 }
 
 // recordSize is the encoded size of a record written today.
-func recordSize(publisher string, payload []byte) int {
-	return recordHeader + len(publisher) + len(payload)
+func recordSize(m recordMeta, payload []byte) int {
+	n := recordHeader + len(m.publisher) + len(payload)
+	if m.producer != nil {
+		n += producerBytes
+	}
+	return n
 }
 
 // appendRecord encodes one record in the current layout onto buf.
 func appendRecord(buf []byte, m recordMeta, payload []byte) []byte {
 	start := len(buf)
 	body := bodyHeaderV1 + len(m.publisher) + len(payload)
+	version := byte(RecordVersion)
+	if m.producer != nil {
+		body += producerBytes
+		version = RecordVersionProducer
+	}
 	buf = binary.BigEndian.AppendUint32(buf, uint32(body))
 	buf = append(buf, 0, 0, 0, 0) // crc, filled below
-	buf = append(buf, RecordVersion, byte(m.kind))
+	buf = append(buf, version, byte(m.kind))
 	buf = binary.BigEndian.AppendUint64(buf, m.offset)
 	buf = binary.BigEndian.AppendUint64(buf, m.generation)
 	buf = binary.BigEndian.AppendUint64(buf, m.time)
+	if pr := m.producer; pr != nil {
+		buf = binary.BigEndian.AppendUint64(buf, pr.ID)
+		buf = binary.BigEndian.AppendUint64(buf, pr.Sequence)
+		buf = binary.BigEndian.AppendUint32(buf, pr.Count)
+		buf = binary.BigEndian.AppendUint64(buf, pr.Digest)
+	}
 	buf = binary.BigEndian.AppendUint16(buf, uint16(len(m.publisher)))
 	buf = append(buf, m.publisher...)
 	buf = append(buf, payload...)
@@ -123,6 +178,7 @@ type recordView struct {
 	time       uint64
 	publisher  []byte
 	payload    []byte
+	producer   Producer
 }
 
 // bodyLen reads and checks the len field of a frame header against the
@@ -165,6 +221,15 @@ func decodeRecord(b []byte) (recordView, int, error) {
 		v = recordView{version: 1, kind: Kind(body[1]), offset: binary.BigEndian.Uint64(body[2:]),
 			generation: binary.BigEndian.Uint64(body[10:]), time: binary.BigEndian.Uint64(body[18:])}
 		hdr = bodyHeaderV1
+	case RecordVersionProducer:
+		if n < bodyHeaderV2 {
+			return recordView{}, 0, errBadLength
+		}
+		v = recordView{version: RecordVersionProducer, kind: Kind(body[1]), offset: binary.BigEndian.Uint64(body[2:]),
+			generation: binary.BigEndian.Uint64(body[10:]), time: binary.BigEndian.Uint64(body[18:]),
+			producer: Producer{ID: binary.BigEndian.Uint64(body[26:]), Sequence: binary.BigEndian.Uint64(body[34:]),
+				Count: binary.BigEndian.Uint32(body[42:]), Digest: binary.BigEndian.Uint64(body[46:])}}
+		hdr = bodyHeaderV2
 	default:
 		return recordView{}, 0, errVersion
 	}
@@ -181,8 +246,13 @@ func decodeRecord(b []byte) (recordView, int, error) {
 func (v recordView) toRecord() Record {
 	p := make([]byte, len(v.payload))
 	copy(p, v.payload)
-	return Record{Offset: v.offset, TimeMicros: v.time, Publisher: string(v.publisher), Payload: p,
+	r := Record{Offset: v.offset, TimeMicros: v.time, Publisher: string(v.publisher), Payload: p,
 		Kind: v.kind, Generation: v.generation, Version: v.version}
+	if v.version == RecordVersionProducer {
+		pr := v.producer
+		r.Producer = &pr
+	}
+	return r
 }
 
 // recordReader reads consecutive records from a file through a window

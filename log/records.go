@@ -9,13 +9,16 @@ type RecordInfo struct {
 	Segment  string
 	Position int64
 	Bytes    int
-	// Version is the record's layout version (0 or RecordVersion).
+	// Version is the record's layout version (0, 1, or 2 with a producer
+	// block).
 	Version    uint8
 	Kind       Kind
 	Offset     uint64
 	Generation uint64
 	TimeMicros uint64
 	Publisher  string
+	// Producer is the record's producer block (version 2), else nil.
+	Producer *Producer
 	// PayloadBytes is the payload's length.
 	PayloadBytes int
 	// Payload is the payload itself, valid only during the call that
@@ -55,6 +58,10 @@ func scanInfos(s *segment, fn func(RecordInfo) error) error {
 		info := RecordInfo{Segment: s.name(), Position: pos, Bytes: n, Version: v.version, Kind: v.kind,
 			Offset: v.offset, Generation: v.generation, TimeMicros: v.time, Publisher: string(v.publisher),
 			PayloadBytes: len(v.payload), Payload: v.payload}
+		if v.version == RecordVersionProducer {
+			pr := v.producer
+			info.Producer = &pr
+		}
 		if err := fn(info); err != nil {
 			return err
 		}

@@ -349,7 +349,7 @@ func plausibleHeader(b []byte, pos, size int64, lo, hi uint64) bool {
 	switch b[frameBytes] {
 	case 0:
 		off = binary.BigEndian.Uint64(b[frameBytes:])
-	case RecordVersion:
+	case RecordVersion, RecordVersionProducer:
 		if len(b) < frameBytes+10 {
 			return true // the CRC check decides
 		}

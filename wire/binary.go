@@ -14,6 +14,8 @@ func malformed(what string) error {
 // Body layout, in order:
 //
 //	request_id u64            when FLAG_BINARY_PUBLISH_ACKED
+//	producer_id u64           when FLAG_BINARY_PUBLISH_IDEMPOTENT (which
+//	sequence u64              needs FLAG_BINARY_PUBLISH_ACKED)
 //	key_len u16, key          when FLAG_BINARY_PUBLISH_KEYED
 //	tenant_len u16, tenant
 //	namespace_len u16, namespace
@@ -22,11 +24,15 @@ func malformed(what string) error {
 //	count × (len u32, payload)
 type BinaryPublish struct {
 	RequestID uint64
-	Key       []byte
-	TenantID  string
-	Namespace string
-	Stream    string
-	Payloads  [][]byte
+	// ProducerID and Sequence number an idempotent producer's batch
+	// (FLAG_BINARY_PUBLISH_IDEMPOTENT).
+	ProducerID uint64
+	Sequence   uint64
+	Key        []byte
+	TenantID   string
+	Namespace  string
+	Stream     string
+	Payloads   [][]byte
 }
 
 // PublishFlags returns the frame flags for a binary publish with the given
@@ -48,6 +54,9 @@ func (p *BinaryPublish) BodyLen(flags uint16) int {
 	if flags&FlagBinaryPublishAcked != 0 {
 		n += 8
 	}
+	if flags&FlagBinaryPublishIdempotent != 0 {
+		n += 16
+	}
 	if flags&FlagBinaryPublishKeyed != 0 {
 		n += 2 + len(p.Key)
 	}
@@ -64,6 +73,10 @@ func (p *BinaryPublish) AppendFrame(dst []byte, flags uint16) []byte {
 	dst = FrameHeader{Flags: flags, Length: uint32(p.BodyLen(flags))}.Append(dst)
 	if flags&FlagBinaryPublishAcked != 0 {
 		dst = binary.BigEndian.AppendUint64(dst, p.RequestID)
+	}
+	if flags&FlagBinaryPublishIdempotent != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, p.ProducerID)
+		dst = binary.BigEndian.AppendUint64(dst, p.Sequence)
 	}
 	if flags&FlagBinaryPublishKeyed != 0 {
 		dst = appendBytes16(dst, p.Key)
@@ -95,7 +108,7 @@ func (p *BinaryPublish) Validate() error {
 	if uint64(len(p.Payloads)) > math.MaxUint32 {
 		return NewError(CodeInvalidRequest, "too many payloads")
 	}
-	if uint64(p.BodyLen(PublishFlags(true, true))) > math.MaxUint32 {
+	if uint64(p.BodyLen(PublishFlags(true, true)|FlagBinaryPublishIdempotent)) > math.MaxUint32 {
 		return NewError(CodeInvalidRequest, "publish batch longer than a frame can declare")
 	}
 	return nil
@@ -107,8 +120,15 @@ func (p *BinaryPublish) Validate() error {
 func ParseBinaryPublish(flags uint16, b []byte) (BinaryPublish, error) {
 	var p BinaryPublish
 	r := reader{b: b}
+	if flags&FlagBinaryPublishIdempotent != 0 && flags&FlagBinaryPublishAcked == 0 {
+		return BinaryPublish{}, malformed("FLAG_BINARY_PUBLISH_IDEMPOTENT without FLAG_BINARY_PUBLISH_ACKED (every idempotent batch is answered)")
+	}
 	if flags&FlagBinaryPublishAcked != 0 {
 		p.RequestID = r.u64()
+	}
+	if flags&FlagBinaryPublishIdempotent != 0 {
+		p.ProducerID = r.u64()
+		p.Sequence = r.u64()
 	}
 	if flags&FlagBinaryPublishKeyed != 0 {
 		// An empty key is no key, as in the JSON publish, where an empty

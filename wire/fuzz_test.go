@@ -55,6 +55,10 @@ func FuzzParseMessage(f *testing.F) {
 		`{"type":"publish_if","expected_offset":-1}`, `{"type":"publish_if","expected_offset":1.5}`, `{"type":"publish_if","payloads":null}`,
 		`{"type":"publish_refused","request_id":9,"offset_mismatch":{"tail":121}}`,
 		`{"type":"publish_refused","request_id":9,"offset_mismatch":{"tail":-1}}`, `{"type":"publish_refused","offset_mismatch":null}`,
+		`{"type":"publish_refused","request_id":9,"producer":{"reason":"sequence_gap","expected":-3}}`,
+		`{"type":"publish_refused","request_id":9,"producer":{"reason":"made_up"}}`,
+		`{"type":"publish_idempotent","tenant_id":"a","namespace":"b","stream":"c","payloads":["aGk="],"producer_id":1,"sequence":18446744073709551615}`,
+		`{"type":"producer_init","tenant_id":"a","namespace":"b","stream":"c","request_id":-1}`,
 		`{"type":"counter_add","tenant_id":"a","namespace":"b","cache":"c","key":"k","delta":-5,"request_id":1}`,
 		`{"type":"counter_add","delta":9223372036854775808}`, `{"type":"counter_add","delta":1e3}`,
 		`{"type":"counter_get","tenant_id":"a","namespace":"b","cache":"c","key":"k","request_id":2}`,
@@ -109,6 +113,13 @@ func FuzzParseBinaryPublish(f *testing.F) {
 			f.Add(flags, p.AppendFrame(nil, flags)[HeaderLen:])
 		}
 	}
+	for _, p := range sampleIdempotentPublishes() {
+		for _, keyed := range []bool{false, true} {
+			flags := PublishFlags(true, keyed) | FlagBinaryPublishIdempotent
+			f.Add(flags, p.AppendFrame(nil, flags)[HeaderLen:])
+		}
+	}
+	f.Add(FlagBinaryPublishBatch|FlagBinaryPublishIdempotent, []byte{0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add(FlagBinaryPublishBatch, []byte{0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, flags uint16, b []byte) {
 		p, err := ParseBinaryPublish(flags, b)

@@ -271,6 +271,9 @@ func newMessage(t string) Message {
 	if m := newPublishIfMessage(t); m != nil {
 		return m
 	}
+	if m := newIdempotentMessage(t); m != nil {
+		return m
+	}
 	if m := newCacheCondMessage(t); m != nil {
 		return m
 	}

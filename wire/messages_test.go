@@ -69,7 +69,8 @@ func TestEveryMessageTypeIsSampled(t *testing.T) {
 		"cache_get", "cache_delete", "cache_ok", "cache_value", "error", "unsupported",
 		"subscribe_cursor_error", "subscription_lagged", "stream_read", "stream_records",
 		"offset_for_time", "offset_value", "cache_put_if", "cache_delete_if",
-		"cache_condition_result", "cache_get_versioned", "publish_if", "publish_refused"}
+		"cache_condition_result", "cache_get_versioned", "publish_if", "publish_refused",
+		"producer_init", "producer_init_ok", "publish_idempotent"}
 	seen := map[string]bool{}
 	for _, m := range sampleMessages() {
 		seen[m.MessageType()] = true

@@ -44,6 +44,9 @@ type OffsetMismatch struct {
 type PublishRefused struct {
 	RequestID      uint64          `json:"request_id"`
 	OffsetMismatch *OffsetMismatch `json:"offset_mismatch,omitempty"`
+	// Producer is why an idempotent publish was refused
+	// (publish_idempotent, idempotent.go).
+	Producer *ProducerRefusal `json:"producer,omitempty"`
 }
 
 func (*PublishIf) MessageType() string      { return "publish_if" }
@@ -102,6 +105,9 @@ func NewOffsetMismatch(expected, tail uint64) *Error {
 // refusal naming no reason this version knows, invalid_request), retry
 // class fatal.
 func (m *PublishRefused) Err() *Error {
+	if m.OffsetMismatch == nil && m.Producer != nil {
+		return m.Producer.Err()
+	}
 	if m.OffsetMismatch == nil {
 		e := NewError(CodeInvalidRequest, "publish_if refused for a reason this client does not know")
 		e.Retry = RetryFatal
@@ -154,6 +160,9 @@ func (e *Error) OffsetMismatchTail() (tail uint64, ok bool) {
 // PublishRefusedFromError returns the publish_refused answer for request
 // id when e is an offset_mismatch with a tail, and false otherwise.
 func PublishRefusedFromError(requestID uint64, e *Error) (*PublishRefused, bool) {
+	if r, ok := e.ProducerRefusalOf(); ok {
+		return &PublishRefused{RequestID: requestID, Producer: &r}, true
+	}
 	tail, ok := e.OffsetMismatchTail()
 	if !ok {
 		return nil, false

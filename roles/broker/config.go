@@ -131,7 +131,9 @@ type Config struct {
 	// cache; 0 keeps none), FELIX_CACHE_WATCH_HISTORY_BYTES_TOTAL (256 MiB
 	// over every watched cache), FELIX_CACHE_WATCH_MAX_BYTES (1 MiB queued
 	// per cache watch), FELIX_CACHE_WATCH_MAX_BYTES_TOTAL (256 MiB queued
-	// over every cache watch).
+	// over every cache watch), FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD (1024
+	// producers remembered per shard), FELIX_IDEMPOTENT_SCAN_RECORDS
+	// (262,144 newest records read to rebuild a durable shard's producers).
 	Core core.Config
 	// Sched configures the publish scheduler: FELIX_PUB_QUEUE_DEPTH (512
 	// slots per tenant), FELIX_PUB_MAX_QUEUED (8192), FELIX_PUB_WORKERS
@@ -306,6 +308,8 @@ func (r *envReader) coreConfig(c *core.Config) {
 	r.int(&c.SubQueueCapacity, "FELIX_SUBSCRIBER_QUEUE_CAPACITY", 1, math.MaxInt32)
 	r.int64(&c.SubQueueMaxBytes, "FELIX_SUB_QUEUE_MAX_BYTES", 1, math.MaxInt64)
 	r.int64(&c.ReplayRingMaxBytes, "FELIX_REPLAY_RING_MAX_BYTES", 0, math.MaxInt64)
+	r.int(&c.ProducersPerShard, "FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD", 1, math.MaxInt32)
+	r.int(&c.ProducerScanRecords, "FELIX_IDEMPOTENT_SCAN_RECORDS", 1, math.MaxInt32)
 	r.int64(&c.CacheWatchHistoryBytes, "FELIX_CACHE_WATCH_HISTORY_BYTES", 0, math.MaxInt64)
 	if c.CacheWatchHistoryBytes == 0 && strings.TrimSpace(r.get("FELIX_CACHE_WATCH_HISTORY_BYTES")) != "" {
 		c.CacheWatchHistoryBytes = -1 // 0 disables; core reads 0 as the default

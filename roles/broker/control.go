@@ -19,7 +19,8 @@ import (
 const (
 	ServerFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
 		wire.FlagBinaryPublishAckOffset | wire.FlagBinaryEventBatchShared | wire.FlagEventBatchOffsets |
-		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher
+		wire.FlagEventBatchSkipped | wire.FlagEventBatchTimestamps | wire.FlagEventBatchPublisher |
+		wire.FlagBinaryPublishIdempotent
 	ServerFeatures = wire.FeatureErrorCodes | wire.FeatureUnsupported | wire.FeatureAckOnCommit | wire.FeatureCacheDelete |
 		wire.FeatureCacheConditional | wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained | wire.FeatureExplicitShard
 	// DurableFeatures are served only with durable storage, since they
@@ -40,11 +41,12 @@ func (s *Server) serverFeatures() uint64 {
 	if s.cfg.PublishWindow > 0 {
 		f |= wire.FeaturePublishPipeline
 	}
-	return f
+	return f | wire.FeatureIdempotentProducer
 }
 
 // binaryPublishFlags are the frame flags a binary publish may carry.
-const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed
+const binaryPublishFlags = wire.FlagBinaryPublishBatch | wire.FlagBinaryPublishAcked | wire.FlagBinaryPublishKeyed |
+	wire.FlagBinaryPublishIdempotent
 
 // controlStream serves one client-opened stream: a bidirectional control
 // stream (requests and answers) or, with out == nil, a unidirectional
@@ -182,6 +184,10 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 			return cs.handleUnknown(msg.MessageType(), f.Payload)
 		}
 		cs.handlePublishIf(m) // publish_if.go
+	case *wire.ProducerInit:
+		cs.handleProducerInit(m) // idempotent.go
+	case *wire.PublishIdempotent:
+		cs.handlePublishIdempotent(m)
 	case *wire.Subscribe:
 		cs.answerSubscribe(cs.handleSubscribe(m))
 	case *wire.StreamRead:

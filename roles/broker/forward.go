@@ -634,7 +634,7 @@ func (p *ownerPublish) release() {
 func (p *ownerPublish) run() {
 	srv := p.srv
 	if p.durable {
-		srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, p.settle)
+		srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, nil, p.settle)
 		return
 	}
 	prev, done := srv.lanes.link(p.l)

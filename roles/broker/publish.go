@@ -24,7 +24,24 @@ type pubRequest struct {
 	// batch is written only at the shard's next offset, never forwarded,
 	// and always answered once durable. Nil for every other publish.
 	expected *uint64
+	// idem is a publish_idempotent's producer and sequence
+	// (idempotent.go): checked against the shard's producer table at
+	// claim time, never forwarded, always answered once written. Nil for
+	// every other publish.
+	idem *idemSeq
 }
+
+// idemSeq is an idempotent publish's producer id and sequence; dup is
+// set, before the publish settles, when the batch was a re-send answered
+// from the shard's producer table (not counted as published again).
+type idemSeq struct {
+	producer, seq uint64
+	dup           bool
+}
+
+// ownerOnly reports whether the publish is served by the shard's owner
+// alone (a conditional or idempotent publish).
+func (r *pubRequest) ownerOnly() bool { return r.expected != nil || r.idem != nil }
 
 func (r *pubRequest) bytes() int64 {
 	return int64(core.BatchBytes(r.payloads))
@@ -70,6 +87,15 @@ func (cs *controlStream) handleBinary(f wire.Frame) bool {
 	acked := cs.out != nil && f.Flags&wire.FlagBinaryPublishAcked != 0
 	r := &pubRequest{tenant: p.TenantID, ns: p.Namespace, stream: p.Stream, key: p.Key,
 		payloads: p.Payloads, acked: acked, requestID: p.RequestID}
+	if f.Flags&wire.FlagBinaryPublishIdempotent != 0 {
+		// An idempotent batch is answered, so it needs a control stream
+		// (ParseBinaryPublish has checked it is acked) and a producer.
+		if !acked || p.ProducerID == 0 {
+			cs.sendError(wire.NewError(wire.CodeInvalidRequest, "binary idempotent publish: needs a control stream and a producer id other than 0 (take one with producer_init)"), nil)
+			return false
+		}
+		r.idem = &idemSeq{producer: p.ProducerID, seq: p.Sequence}
+	}
 	if cs.takeTicket(r) {
 		cs.publish(r)
 	}
@@ -110,7 +136,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		idx = *r.shard
 	}
 	if rt := cs.srv.route(cs.ctx, wire.ShardKindStream, r.tenant, r.ns, r.stream, idx); !rt.Local {
-		if r.expected != nil { // a conditional publish is served by the owner alone
+		if r.ownerOnly() { // a conditional or idempotent publish is served by the owner alone
 			cs.refuseRedirect(r, rt.Err(wire.ShardKindStream, r.stream, idx))
 			return
 		}
@@ -128,7 +154,7 @@ func (cs *controlStream) publish(r *pubRequest) {
 		cs.refuse(r, errConditionalNotDurable(r.stream))
 		return
 	}
-	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue) || r.expected != nil
+	commit := cs.ackOnCommit || (durable && !cs.srv.cfg.AckOnEnqueue) || r.ownerOnly()
 	p := &admitted{cs: cs, req: r, shard: sh, lane: lk, policy: st.Policy(), durable: durable, commitAck: r.acked && commit}
 	if !p.admit() {
 		cs.queueFull(r)
@@ -286,6 +312,13 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 		case <-srv.workCtx.Done():
 		}
 	}
+	if id := p.req.idem; id != nil {
+		off, dup, err := p.shard.PublishIdempotentReport(srv.workCtx, p.req.payloads, p.cs.id.Subject, id.producer, id.seq)
+		id.dup = dup
+		close(done)
+		p.settle(err, &off)
+		return
+	}
 	_, err := p.shard.Publish(srv.workCtx, p.req.payloads, p.cs.id.Subject)
 	close(done)
 	p.settle(err, nil)
@@ -297,7 +330,7 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 // share the next fsync (group commit). Once claimed, the batch is
 // finished even if its publisher has gone.
 func (p *admitted) runDurable() {
-	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.settle)
+	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.req.idem, p.settle)
 }
 
 // runDurablePublish claims offsets for payloads on a durable shard and
@@ -306,10 +339,15 @@ func (p *admitted) runDurable() {
 // alike. With expected set the claim is conditional (core.Shard.ClaimIf):
 // it runs here, in lane order, so the check sees every publish admitted
 // before it on the shard.
-func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, settle func(error, *uint64)) {
+func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, idem *idemSeq, settle func(error, *uint64)) {
 	var c *core.Claimed
 	var err error
-	if expected != nil {
+	if idem != nil {
+		c, err = sh.ClaimIdempotent(payloads, subject, idem.producer, idem.seq)
+		if err == nil {
+			idem.dup = c.Duplicate()
+		}
+	} else if expected != nil {
 		c, err = sh.ClaimIf(payloads, subject, *expected)
 	} else {
 		c, err = sh.Claim(payloads, subject)
@@ -335,7 +373,7 @@ func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject st
 
 // settle counts a finished publish, answers it and releases what it held.
 func (p *admitted) settle(err error, offset *uint64) {
-	if err == nil {
+	if err == nil && (p.req.idem == nil || !p.req.idem.dup) {
 		p.cs.srv.metrics.publishMessages.Add(len(p.req.payloads))
 		p.cs.srv.metrics.publishBytes.Add(int(p.req.bytes()))
 	}
@@ -355,14 +393,14 @@ func (p *admitted) answer(err error, offset *uint64) {
 	var b []byte
 	if err != nil {
 		b = p.cs.publishErrorFrame(p.req.requestID, asWireError(err))
-		if p.req.expected != nil {
+		if p.req.ownerOnly() {
 			if pr, ok := wire.PublishRefusedFromError(p.req.requestID, asWireError(err)); ok {
 				b, _ = wire.AppendMessageFrame(nil, pr)
 			}
 		}
 	} else {
-		// A conditional publish's answer always names its offset.
-		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 && p.req.expected == nil {
+		// A conditional or idempotent publish's answer always names its offset.
+		if p.cs.clientFlags&wire.FlagBinaryPublishAckOffset == 0 && !p.req.ownerOnly() {
 			offset = nil
 		}
 		b = wire.AppendPublishOKFrame(nil, p.req.requestID, offset)

@@ -406,6 +406,14 @@ type (
 		PayloadBytes int    `json:"payload_bytes"`
 		Segment      string `json:"segment"`
 		Position     int64  `json:"position"`
+		// Producer is the producer block of an idempotent batch's first
+		// record (layout version 2).
+		Producer *producerJSON `json:"producer,omitempty"`
+	}
+	producerJSON struct {
+		ID       uint64 `json:"id"`
+		Sequence uint64 `json:"sequence"`
+		Count    uint32 `json:"count"`
 	}
 	segmentJSON struct {
 		File        string `json:"file"`
@@ -505,9 +513,13 @@ func streamJSON(l shardLog) shardLogJSON {
 	j := shardLogJSON{logJSON: commonLogJSON(l), Tenant: l.Tenant, Namespace: l.Namespace, Stream: l.Stream, Shard: l.Shard,
 		MoreRecords: l.MoreRecords}
 	for _, rec := range l.Records {
-		j.Records = append(j.Records, logRecordJSON{Offset: rec.Offset, Kind: rec.Kind.String(), KindCode: uint8(rec.Kind),
+		r := logRecordJSON{Offset: rec.Offset, Kind: rec.Kind.String(), KindCode: uint8(rec.Kind),
 			Version: rec.Version, Generation: rec.Generation, Time: microsText(rec.TimeMicros), Publisher: rec.Publisher,
-			PayloadBytes: rec.PayloadBytes, Segment: rec.Segment, Position: rec.Position})
+			PayloadBytes: rec.PayloadBytes, Segment: rec.Segment, Position: rec.Position}
+		if pr := rec.Producer; pr != nil {
+			r.Producer = &producerJSON{ID: pr.ID, Sequence: pr.Sequence, Count: pr.Count}
+		}
+		j.Records = append(j.Records, r)
 	}
 	return j
 }

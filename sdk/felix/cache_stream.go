@@ -140,6 +140,8 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.ShardOwnersView:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.ProducerInitOK: // idempotent.go
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.PublishOK: // publish_if's answers (publish_if.go)
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.PublishRefused:

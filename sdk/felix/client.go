@@ -255,6 +255,13 @@ func (cs *ctrlStream) abort() {
 // Failures are ErrClosed, ErrConnectionLost or *BrokerError, all marked as
 // not sent.
 func (c *Client) openStream(ctx context.Context) (*ctrlStream, error) {
+	return c.openStreamOffering(ctx, 0)
+}
+
+// openStreamOffering is openStream offering extra features besides the
+// client's own (an idempotent producer's stream offers
+// FEATURE_PUBLISH_PIPELINE).
+func (c *Client) openStreamOffering(ctx context.Context, extra uint64) (*ctrlStream, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
 	s, err := c.conn.OpenStreamSync(ctx)
@@ -267,7 +274,7 @@ func (c *Client) openStream(ctx context.Context) (*ctrlStream, error) {
 	cs := &ctrlStream{s: s, fr: wire.NewFrameReader(s, c.cfg.MaxFrameBytes)}
 	stop := context.AfterFunc(ctx, cs.abort)
 	defer stop()
-	ok, err := c.authenticate(ctx, cs)
+	ok, err := c.authenticate(ctx, cs, clientFeatures|extra)
 	if err != nil {
 		cs.abort()
 		if ctx.Err() != nil && c.conn.Context().Err() == nil {
@@ -279,12 +286,12 @@ func (c *Client) openStream(ctx context.Context) (*ctrlStream, error) {
 	return cs, nil
 }
 
-func (c *Client) authenticate(ctx context.Context, cs *ctrlStream) (*wire.AuthOK, error) {
+func (c *Client) authenticate(ctx context.Context, cs *ctrlStream, features uint64) (*wire.AuthOK, error) {
 	token, err := c.tokens.Token(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("felix: token provider: %w", err)
 	}
-	auth := &wire.Auth{TenantID: c.cfg.Tenant, Token: token, ClientFlags: clientFlags, Features: clientFeatures}
+	auth := &wire.Auth{TenantID: c.cfg.Tenant, Token: token, ClientFlags: clientFlags, Features: features}
 	frame, err := wire.AppendMessageFrame(nil, auth)
 	if err != nil {
 		return nil, err

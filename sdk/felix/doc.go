@@ -40,6 +40,12 @@
 // ErrConnectionLost when the connection died); the next call opens a fresh
 // stream.
 //
+// For a re-send that must not land twice, Client.IdempotentProducer (or
+// ClusterClient.IdempotentProducer) numbers batches per shard under a
+// producer id and sends them from a goroutine of its own: a batch whose
+// answer was lost is sent again under the same sequence and answered with
+// where its first copy landed, and a refusal is a *PublishRefusedError.
+//
 // # Subscribing
 //
 // Subscribe opens a stream for the request; the broker answers with the

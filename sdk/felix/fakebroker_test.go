@@ -49,6 +49,13 @@ type fakeOpts struct {
 	// cluster, when set, makes the fake one broker of a fake cluster
 	// (fakecluster_test.go).
 	cluster *fakeCluster
+	// window is the publish_window granted to a client offering
+	// FEATURE_PUBLISH_PIPELINE (0: none).
+	window uint32
+	// loseAnswer, when set, is asked of every publish_idempotent the fake
+	// wrote: true drops the connection instead of answering
+	// (fakeidem_test.go).
+	loseAnswer func(m *wire.PublishIdempotent) bool
 }
 
 // pubRecord is one publish the fake received.
@@ -92,6 +99,7 @@ type fakeBroker struct {
 	revoked     map[string]bool                // tokens refused (and ended) with code revoked
 	live        map[transport.Stream]string    // authenticated streams being served, by token
 	subs        []*fakeSub                     // every subscription, in order
+	idem        fakeIdem                       // idempotent producers (fakeidem_test.go)
 }
 
 // fakeSub is one subscription's event stream on the fake.
@@ -314,7 +322,11 @@ func (fb *fakeBroker) auth(s transport.Stream, fr *wire.FrameReader) (uint16, bo
 		_ = s.Close()
 		return 0, false
 	}
-	if err := writeMsg(s, &wire.AuthOK{ServerFlags: fb.opts.flags, ServerFeatures: fb.opts.features}); err != nil {
+	ok2 := &wire.AuthOK{ServerFlags: fb.opts.flags, ServerFeatures: fb.opts.features}
+	if w := fb.opts.window; w > 0 && a.Features&wire.FeaturePublishPipeline != 0 && fb.opts.features&wire.FeaturePublishPipeline != 0 {
+		ok2.PublishWindow = &w
+	}
+	if err := writeMsg(s, ok2); err != nil {
 		return 0, false
 	}
 	return a.ClientFlags, true
@@ -324,6 +336,14 @@ func (fb *fakeBroker) binaryPublish(s transport.Stream, f wire.Frame) bool {
 	p, err := wire.ParseBinaryPublish(f.Flags, f.Payload)
 	if err != nil {
 		return false
+	}
+	if f.Flags&wire.FlagBinaryPublishIdempotent != 0 { // fakeidem_test.go
+		seq := p.Sequence
+		fb.mu.Lock()
+		fb.idem.binary++
+		fb.mu.Unlock()
+		return fb.idemOp(s, &wire.PublishIdempotent{TenantID: p.TenantID, Namespace: p.Namespace, Stream: p.Stream,
+			Payloads: p.Payloads, Key: p.Key, ProducerID: p.ProducerID, Sequence: &seq, RequestID: p.RequestID})
 	}
 	if f.Flags&wire.FlagBinaryPublishAcked != 0 {
 		m := &wire.Publish{Namespace: p.Namespace, Stream: p.Stream, Key: p.Key, RequestID: p.RequestID, Ack: wire.AckPerMessage}
@@ -406,6 +426,8 @@ func (fb *fakeBroker) handle(conn transport.Conn, s transport.Stream, clientFlag
 		return fb.condOp(s, msg)
 	case *wire.PublishIf:
 		return fb.publishIf(s, m)
+	case *wire.ProducerInit, *wire.PublishIdempotent:
+		return fb.idemOp(s, msg)
 	case *wire.CounterAdd, *wire.CounterGet:
 		return fb.counterOp(s, msg)
 	case *wire.StreamRead:

@@ -237,6 +237,19 @@ func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handl
 			_ = writeMsg(s, nl)
 			return true, true
 		}
+	case *wire.PublishIdempotent: // never forwarded either (fakeidem_test.go)
+		var shard uint32
+		if shards := cl.shardCount(KindStream, m.Namespace, m.Stream); len(m.Key) > 0 && shards > 0 {
+			shard = wire.ShardForKey(m.Key, shards)
+		}
+		if m.Shard != nil {
+			shard = *m.Shard
+		}
+		if nl := cl.redirect(fb, KindStream, m.Namespace, m.Stream, shard); nl != nil {
+			id := m.RequestID
+			nl.RequestID = &id
+			return true, writeMsg(s, nl) == nil
+		}
 	case *wire.PublishIf: // never forwarded: a non-owner answers not_leader
 		var shard uint32
 		if shards := cl.shardCount(KindStream, m.Namespace, m.Stream); len(m.Key) > 0 && shards > 0 {
