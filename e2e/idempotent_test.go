@@ -39,17 +39,7 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 		cfg.Addr, cfg.ServerName = proxy.addr(), "127.0.0.1"
 		cfg.KeepAlive, cfg.MaxIdleTimeout = 200*time.Millisecond, 1500*time.Millisecond
 	}
-	var c *felix.Client
-	eventually(t, 20*time.Second, "connect", func() bool {
-		var err error
-		c, err = felix.Connect(ctx, cfg)
-		return err == nil
-	})
-	defer c.Close()
-	eventually(t, 15*time.Second, "the stream to be served", func() bool {
-		_, err := c.Read(ctx, "default", "exactly", 0, 0, nil, 0)
-		return err == nil
-	})
+	c := connectServing(t, ctx, cfg, "exactly")
 	p, err := c.IdempotentProducer(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -170,17 +160,7 @@ func TestIdempotentProducerExactlyOnceThroughALossyLink(t *testing.T) {
 	cfg := n.sdkConfig(n.adminToken())
 	cfg.Addr, cfg.ServerName = proxy.addr(), "127.0.0.1"
 	cfg.DialTimeout, cfg.KeepAlive, cfg.MaxIdleTimeout = 2*time.Second, 200*time.Millisecond, 1500*time.Millisecond
-	var c *felix.Client
-	eventually(t, 20*time.Second, "connect through the proxy", func() bool {
-		var err error
-		c, err = felix.Connect(ctx, cfg)
-		return err == nil
-	})
-	defer c.Close()
-	eventually(t, 15*time.Second, "the stream to be served", func() bool {
-		_, err := c.Read(ctx, "default", "lossy", 0, 0, nil, 0)
-		return err == nil
-	})
+	c := connectServing(t, ctx, cfg, "lossy")
 	p, err := c.IdempotentProducer(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +224,23 @@ func TestIdempotentProducerExactlyOnceThroughALossyLink(t *testing.T) {
 		t.Fatalf("no batch was answered from the producer table (%v): the blackouts put none in doubt", dups)
 	}
 	t.Logf("%d batches, %d datagrams dropped, %v re-sends answered from the producer table", batches, proxy.dropped.Load(), dups)
+}
+
+// connectServing connects with cfg, retrying while the broker (or the
+// proxy before it) is not there yet, and waits until stream is served.
+// The client is closed when the test ends.
+func connectServing(t *testing.T, ctx context.Context, cfg felix.Config, stream string) *felix.Client {
+	t.Helper()
+	var c *felix.Client
+	eventually(t, 20*time.Second, "connect", func() bool {
+		var err error
+		c, err = felix.Connect(ctx, cfg)
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	eventually(t, 15*time.Second, "stream "+stream+" to be served", func() bool {
+		_, err := c.Read(ctx, "default", stream, 0, 0, nil, 0)
+		return err == nil
+	})
+	return c
 }

@@ -64,12 +64,5 @@ func (cs *controlStream) handlePublishIdempotent(m *wire.PublishIdempotent) {
 	} else {
 		r.idem = &idemSeq{producer: m.ProducerID}
 	}
-	if !cs.takeTicket(r) {
-		return // the stream is ending
-	}
-	if err := m.Validate(); err != nil {
-		cs.answerPublish(r, cs.publishErrorFrame(m.RequestID, asWireError(err)))
-		return
-	}
-	cs.publish(r)
+	cs.publishValidated(r, m)
 }

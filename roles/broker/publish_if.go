@@ -16,13 +16,19 @@ import "github.com/felixmq/felix/wire"
 
 // handlePublishIf serves one publish_if.
 func (cs *controlStream) handlePublishIf(m *wire.PublishIf) {
-	r := &pubRequest{tenant: m.TenantID, ns: m.Namespace, stream: m.Stream, key: m.Key, shard: m.Shard,
-		payloads: m.Payloads, acked: true, requestID: m.RequestID, expected: m.ExpectedOffset}
+	cs.publishValidated(&pubRequest{tenant: m.TenantID, ns: m.Namespace, stream: m.Stream, key: m.Key, shard: m.Shard,
+		payloads: m.Payloads, acked: true, requestID: m.RequestID, expected: m.ExpectedOffset}, m)
+}
+
+// publishValidated publishes r, an acked JSON publish decoded from v,
+// once v validates, refusing it otherwise; on a pipelining stream it
+// takes r's answer slot first, so either answer keeps its place.
+func (cs *controlStream) publishValidated(r *pubRequest, v wire.Validator) {
 	if !cs.takeTicket(r) {
 		return // the stream is ending
 	}
-	if err := m.Validate(); err != nil {
-		cs.answerPublish(r, cs.publishErrorFrame(m.RequestID, asWireError(err)))
+	if err := v.Validate(); err != nil {
+		cs.answerPublish(r, cs.publishErrorFrame(r.requestID, asWireError(err)))
 		return
 	}
 	cs.publish(r)

@@ -94,14 +94,7 @@ func TestIdempotentProducerNumbersBatches(t *testing.T) {
 // batches go out as binary frames, numbered as before, and a lost answer
 // is sent again the same way.
 func TestIdempotentProducerSendsBinaryFrames(t *testing.T) {
-	var once sync.Once
-	lose := func(m *wire.PublishIdempotent) bool {
-		lost := false
-		if *m.Sequence == 1 {
-			once.Do(func() { lost = true })
-		}
-		return lost
-	}
+	lose := loseOnce(1)
 	fb := newFakeBroker(t, fakeOpts{flags: binaryFlags | wire.FlagBinaryPublishIdempotent, features: idemFakeFeatures, window: 4, loseAnswer: lose})
 	c := connect(t, fb)
 	p := newProducer(t, c)
@@ -174,14 +167,7 @@ func TestADroppedPublishLeavesTheProducerUsable(t *testing.T) {
 // the same producer id and sequence, on a new connection, and lands once;
 // the batches behind it follow in order.
 func TestIdempotentProducerResendsAfterAReconnect(t *testing.T) {
-	var once sync.Once
-	lose := func(m *wire.PublishIdempotent) bool {
-		lost := false
-		if *m.Sequence == 2 {
-			once.Do(func() { lost = true })
-		}
-		return lost
-	}
+	lose := loseOnce(2)
 	fb := newFakeBroker(t, fakeOpts{features: idemFakeFeatures, window: 4, loseAnswer: lose})
 	c := connect(t, fb)
 	p := newProducer(t, c)
@@ -355,5 +341,18 @@ func TestClusterIdempotentProducerFollowsTheOwner(t *testing.T) {
 	}
 	if recs := cl.node(0).records("ns", "s"); len(recs) != 12 {
 		t.Fatalf("%d records, want 12", len(recs))
+	}
+}
+
+// loseOnce is a fake broker's loseAnswer that loses the answer to the
+// first publish of sequence seq, once.
+func loseOnce(seq uint64) func(*wire.PublishIdempotent) bool {
+	var once sync.Once
+	return func(m *wire.PublishIdempotent) bool {
+		lost := false
+		if *m.Sequence == seq {
+			once.Do(func() { lost = true })
+		}
+		return lost
 	}
 }
