@@ -79,6 +79,11 @@ func TestBenchScenariosRun(t *testing.T) {
 	if f["published"] <= 0 || f["publish_errors"] != 0 || f["delivered"] != f["published"] {
 		t.Errorf("durable acked: %v", f)
 	}
+	// 100 in flight take two producers (64 each at most).
+	f = figures("durable", "--mode", "idempotent", "--inflight", "100", "--duration", "1s")
+	if f["published"] <= 0 || f["publish_errors"] != 0 || f["delivered"] != f["published"] {
+		t.Errorf("durable idempotent: %v", f)
+	}
 	if f := figures("durable", "--mode", "one-at-a-time", "--duration", "1s"); f["acked_publish_p50"] <= 0 {
 		t.Errorf("durable one at a time: %v", f)
 	}

@@ -2,7 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/fnv"
+	"hash/crc32"
 	"math"
 	"strconv"
 )
@@ -185,18 +185,27 @@ func (r ProducerRefusal) Err() *Error {
 }
 
 // BatchDigest is the digest a shard's owner keeps of an idempotent batch
-// to tell a re-send (the same batch) from a reused sequence: FNV-1a 64
-// over the record count and each record's length and bytes. Both ends
-// compute it the same way only by convention; the SDK never sends it.
+// to tell a re-send (the same batch) from a reused sequence: over the
+// record count and each record's length and bytes, CRC-32C in the high
+// half and CRC-32 (IEEE) in the low, both computed by the processor's
+// CRC instructions where it has them (FNV-1a, a byte at a time, took a
+// sixth of the broker's CPU under idempotent publishing). The SDK never
+// sends it.
 func BatchDigest(payloads [][]byte) uint64 {
-	h := fnv.New64a()
+	var c, i uint32
 	var n [8]byte
+	add := func(b []byte) {
+		c = crc32.Update(c, castagnoli, b)
+		i = crc32.Update(i, crc32.IEEETable, b)
+	}
 	binary.BigEndian.PutUint64(n[:], uint64(len(payloads)))
-	h.Write(n[:])
+	add(n[:])
 	for _, p := range payloads {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		h.Write(n[:])
-		h.Write(p)
+		add(n[:])
+		add(p)
 	}
-	return h.Sum64()
+	return uint64(c)<<32 | uint64(i)
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)

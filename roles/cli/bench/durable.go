@@ -20,10 +20,10 @@ func durableFlag() cli.Flag {
 func durableCommand(withClient func(...cli.Flag) []cli.Flag, dur, policy cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:  "durable",
-		Usage: "publish to a durable stream: fire-and-forget or acked (MB/s, msgs/s) or one acked publish at a time (p50/p99)",
+		Usage: "publish to a durable stream: fire-and-forget, acked or idempotent (MB/s, msgs/s) or one acked publish at a time (p50/p99)",
 		Flags: withClient(append([]cli.Flag{dur, policy,
 			&cli.IntFlag{Name: "payload", Value: 4096, Usage: "payload size in bytes"},
-			&cli.StringFlag{Name: "mode", Value: "acked", Usage: "fire-and-forget, acked or one-at-a-time"},
+			&cli.StringFlag{Name: "mode", Value: "acked", Usage: "fire-and-forget, acked, idempotent (acked through idempotent producers, --inflight batches in flight over as many producers as that takes at 64 each) or one-at-a-time"},
 			&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch (default 64 fire-and-forget, 1 acked)"},
 			inflightFlag(256)}, routingFlags()...)...),
 		Action: func(c *cli.Context) error {
@@ -45,13 +45,16 @@ func runDurable(ctx context.Context, t *target, mode string, p pubsubParams) (*r
 	case "acked":
 		p.acked, p.batch = true, cmpOr(p.batch, 1)
 		r, err = runPubSub(ctx, t, p)
+	case "idempotent":
+		p.acked, p.idempotent, p.batch = true, true, cmpOr(p.batch, 1)
+		r, err = runPubSub(ctx, t, p)
 	case "one-at-a-time":
 		r, err = runLatency(ctx, t, p.payload, 1<<30, p.duration, true)
 		if err == nil {
 			r.Params["duration"] = p.duration.String()
 		}
 	default:
-		return nil, fmt.Errorf("unknown --mode %q: want fire-and-forget, acked or one-at-a-time", mode)
+		return nil, fmt.Errorf("unknown --mode %q: want fire-and-forget, acked, idempotent or one-at-a-time", mode)
 	}
 	if err != nil {
 		return nil, err

@@ -62,6 +62,9 @@ type pubsubParams struct {
 	durable  bool
 	duration time.Duration
 	policy   string
+	// idempotent publishes through idempotent producers (acked, as many
+	// producers as the batches in flight need).
+	idempotent bool
 }
 
 // runPubSub publishes for p.duration from one client to one subscriber on
@@ -87,6 +90,11 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 	pubC, err := t.connectPublisher(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if p.idempotent {
+		if pubC, err = newIdemClient(ctx, pubC, p.inflight); err != nil {
+			return nil, err
+		}
 	}
 	defer pubC.Close()
 
