@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"roles/broker":           {"core", "core/auth", "log", "wire", "roles/broker", "internal/metricdoc", "internal/gogroup", "transport"},
 	"roles/controlplane":     {"raftmeta", "core/auth", "wire", "roles/controlplane", "internal/metricdoc"},
 	"roles/cli":              {"sdk/felix", "wire", "log", "core/cachelog", "roles/cli", "internal/buildinfo"},
-	"roles/dev":              {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile"},
+	"roles/dev":              {"roles", "core", "sdk/felix", "wire", "log", "raftmeta", "internal/atomicfile", "internal/freeport"},
 	"roles/serve":            {"roles", "core", "wire", "log", "raftmeta", "sdk/felix", "internal/atomicfile"},
 	"sdk/felix":              {"wire", "sdk/felix", "internal/metricdoc", "transport"},
 	"e2e":                    {"sdk/felix", "wire", "e2e"},
@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"internal/authtest":      {},            // the expiry cases every side is tested with (tests only)
 	"internal/buildinfo":     {},            // what the binary was built from: a leaf
 	"internal/gogroup":       {},            // goroutines an owner waits for at shutdown: a leaf
+	"internal/freeport":      {},            // loopback ports below the ephemeral range: a leaf
 	"roles/broker/sched":     {"core"},
 	"roles/broker/tlsconf":   {"internal/atomicfile"},
 

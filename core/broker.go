@@ -31,6 +31,7 @@ type Broker struct {
 func NewBroker(cfg Config) *Broker {
 	cfg = cfg.withDefaults()
 	cfg.metrics = newCoreMetrics()
+	cfg.promises = &promiseStore{}
 	b := &Broker{
 		cfg:     cfg,
 		streams: map[StreamKey]*Stream{},
@@ -163,6 +164,7 @@ func (b *Broker) DeleteStream(k StreamKey, incarnation string) {
 		st.closeLogs()
 	}
 	if c := b.cfg.Storage; c != nil && c.Dir != "" {
+		b.cfg.promises.forgetStream(c, k, incarnation)
 		for _, dir := range c.deleteStreamFiles(k, id) {
 			c.logger().Info("deleted a deleted stream's files", "stream", k.Stream, "tenant", k.Tenant, "namespace", k.Namespace, "identity", id.String(), "dir", dir)
 		}

@@ -78,6 +78,11 @@ type Config struct {
 	// CloseStreamShard closes it (a broker in a cluster). False (the
 	// default, standalone) opens every shard at ApplyStream.
 	PlacedShards bool
+	// ReplicationFor, when set, gives each durable shard this broker
+	// opens as its leader what it consults about its followers: a nil
+	// Replication means none (a shard acknowledged after its own write,
+	// whose log nobody copies).
+	ReplicationFor func(k StreamKey, shard uint32) Replication
 	// ProducersPerShard bounds the idempotent producers each shard
 	// remembers (FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD, default 1024); past
 	// it the least recently used is forgotten.
@@ -86,11 +91,20 @@ type Config struct {
 	// records are read at open to rebuild its producer table (default
 	// 262,144; negative reads none).
 	ProducerScanRecords int
+	// CommitStateMaxBytes bounds each durable shard's atomic-commit state
+	// (FELIX_COMMIT_STATE_MAX_BYTES, default 64 MiB, bytes): a commit that
+	// would pass it is refused overloaded, reason commit_state_full.
+	CommitStateMaxBytes int64
+	// Groups tunes consumer groups (group.go).
+	Groups GroupConfig
 
 	// metrics are the broker's own metrics, set by NewBroker (whatever the
 	// caller's Config held); streams, shards and the watch environment
 	// reach them through their copy of the Config.
 	metrics *coreMetrics
+	// promises is the broker's promises file (replica_damage.go), set by
+	// NewBroker.
+	promises *promiseStore
 }
 
 // withDefaults returns c with every zero or negative field set to its
@@ -116,6 +130,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProducersPerShard <= 0 {
 		c.ProducersPerShard = DefaultProducersPerShard
+	}
+	if c.CommitStateMaxBytes <= 0 {
+		c.CommitStateMaxBytes = DefaultCommitStateMaxBytes
 	}
 	if c.ProducerScanRecords == 0 {
 		c.ProducerScanRecords = DefaultProducerScanRecords

@@ -91,6 +91,28 @@
 // the same bytes to every caller; felix_event_frames_encoded_total, in the
 // broker's Metrics set, counts encodes.
 //
+// # Consumer groups
+//
+// Shard.Groups (group*.go) serves a durable shard's consumer groups; an
+// in-memory shard refuses them. The contract:
+//
+//  1. Poll claims owed records first (nacked, lapsed, past their delay),
+//     then new ones, each for its visibility; one offset is claimed by
+//     one poll at a time. Payloads are read from the log after the claim,
+//     outside the groups' mutex.
+//  2. The cursor advances only over contiguous finished offsets (acked,
+//     dead-lettered, not events) and is written to the state file
+//     (GroupStateFile, beside the segments) before the call returns, as
+//     are dead letters and redrives; claims, delays and extensions are
+//     memory only.
+//  3. A state made at open (a restart) takes acks for offsets below the
+//     tail it first saw that it has not handed out; past that, and after
+//     a seek, an offset it never handed out is stale_claim.
+//  4. Bounds: GroupConfig.MaxGroups per shard, MaxInFlight claims per
+//     group, 16 × MaxInFlight remembered offsets above the cursor.
+//  5. WaitC is closed when the shard's tail advances or a record is handed
+//     back, so a waiting poll needs no timer per record.
+//
 // # Caches
 //
 // A Cache holds values copied on Put, with an optional TTL stored as an

@@ -42,6 +42,12 @@ type Claimed struct {
 	dup     bool
 	dupBase uint64
 	dupOf   *claimOutcome
+	// dupEnd, for a duplicate rebuilt from the log (written before a
+	// restart or under an earlier leadership), is one past the first
+	// copy's last record, or past this leadership's generation start when
+	// that is later: a replicated shard answers the re-send only once a
+	// majority holds it, as it serves reads. 0 for any other claim.
+	dupEnd uint64
 }
 
 // claimOutcome is how a claim finished: err is set before done is closed.
@@ -92,7 +98,7 @@ func (sh *Shard) claimDurable(payloads [][]byte, publisher string, expected *uin
 	if err := sh.claimableLocked(payloads, expected); err != nil {
 		return nil, err
 	}
-	return sh.appendClaimLocked(payloads, publisher, nil)
+	return sh.appendClaimLocked(payloads, publisher, nil, nil)
 }
 
 // claimableLocked checks that a claim of payloads may be made now (and,
@@ -129,25 +135,39 @@ func (sh *Shard) claimableLocked(payloads [][]byte, expected *uint64) error {
 }
 
 // appendClaimLocked appends payloads to the log (the first record with
-// producer's block when set) and links the claim. Caller holds claimMu
+// producer's block when set; one record with state as its state section
+// when state is set, an atomic commit) and links the claim. Caller holds claimMu
 // and has checked claimableLocked.
-func (sh *Shard) appendClaimLocked(payloads [][]byte, publisher string, producer *flog.Producer) (*Claimed, error) {
+func (sh *Shard) appendClaimLocked(payloads [][]byte, publisher string, producer *flog.Producer, state []byte) (*Claimed, error) {
 	if !sh.stream.cfg.Storage.RecordPublishers {
 		publisher = ""
 	}
 	var app flog.Appended
 	var err error
-	if producer != nil {
+	switch {
+	case state != nil:
+		app, err = sh.log.AppendCommit(payloads[0], publisher, state)
+	case producer != nil:
 		app, err = sh.log.AppendProduced(payloads, publisher, *producer)
-	} else {
+	default:
 		app, err = sh.log.Append(payloads, publisher)
 	}
 	if err != nil {
 		return nil, sh.appendError(err)
 	}
 	env := sh.envelope(payloads, app.Base, publisher, time.UnixMicro(int64(app.TimeMicros)))
+	if sh.readHold != 0 && app.Base == sh.readHold {
+		// The first batch after a new leader's generation start: its
+		// subscribers learn of the offsets that hold no event, as a
+		// replay from the log tells them (RecordEnvelopes): a subscriber
+		// whose replay ended on those offsets learns of them here only.
+		env.SkippedBefore = sh.holdSkipped
+	}
 	c := &Claimed{sh: sh, env: env, app: app, prev: sh.lastClaim, done: make(chan struct{})}
 	sh.lastClaim = c
+	if sh.repl != nil {
+		sh.repl.Appended(env.EndOffset())
+	}
 	return c, nil
 }
 
@@ -156,7 +176,8 @@ func (sh *Shard) appendClaimLocked(payloads [][]byte, publisher string, producer
 func (c *Claimed) Durable() bool {
 	if c.dup {
 		if c.dupOf == nil {
-			return true
+			r := c.sh.repl
+			return r == nil || r.Committed() >= c.dupEnd
 		}
 		select {
 		case <-c.dupOf.done:
@@ -165,7 +186,11 @@ func (c *Claimed) Durable() bool {
 			return false
 		}
 	}
-	return c.sh.log.DurableOffset() >= c.env.EndOffset()
+	end := c.env.EndOffset()
+	if r := c.sh.repl; r != nil && r.Committed() < end {
+		return false
+	}
+	return c.sh.log.DurableOffset() >= end
 }
 
 // Finish completes a claim: it waits until the log holds the batch under
@@ -192,6 +217,11 @@ func (c *Claimed) Finish(ctx context.Context) error {
 // claim, if it is still finishing, and returns its outcome.
 func (c *Claimed) finishDup(ctx context.Context) error {
 	if c.dupOf == nil {
+		if r := c.sh.repl; r != nil && c.dupEnd > 0 {
+			if err := r.WaitCommitted(ctx, c.dupEnd); err != nil {
+				return c.sh.errAbandoned(c.dupBase, c.dupBase, err)
+			}
+		}
 		return nil
 	}
 	select {
@@ -219,6 +249,13 @@ func (c *Claimed) finish(waitCtx, ctx context.Context) (err error) {
 	werr := sh.log.Wait(waitCtx, c.app)
 	if cerr := waitCtx.Err(); werr != nil && cerr != nil && errors.Is(werr, cerr) {
 		return c.abandon(cerr)
+	}
+	if r := sh.repl; r != nil && werr == nil {
+		// A Quorum shard delivers and acknowledges a batch only once a
+		// majority of its replicas holds it.
+		if err := r.WaitCommitted(waitCtx, c.env.EndOffset()); err != nil {
+			return c.abandon(err)
+		}
 	}
 	if prev := c.prev; prev != nil {
 		select {
@@ -305,6 +342,9 @@ func (sh *Shard) subscribeDurable(ctx context.Context, opts SubscribeOptions) (*
 	if sh.unavailable != nil {
 		return nil, sh.errUnavailable(sh.unavailable)
 	}
+	if err := sh.readsHeld(); err != nil {
+		return nil, err
+	}
 	if err := sh.acquireTurn(ctx); err != nil {
 		return nil, err
 	}
@@ -369,6 +409,9 @@ func (sh *Shard) Read(from, end uint64, maxRecords, maxBytes int) ([]flog.Record
 	if sh.log == nil {
 		return nil, from, errNotDurable(sh)
 	}
+	if err := sh.readsHeld(); err != nil {
+		return nil, from, err
+	}
 	committed := sh.nextPub.Load()
 	if from > committed {
 		return nil, from, cursorError(false, from, committed)
@@ -405,6 +448,9 @@ func (sh *Shard) OffsetForTime(t uint64) (offset uint64, ok bool, err error) {
 	if sh.log == nil {
 		return 0, false, errNotDurable(sh)
 	}
+	if err := sh.readsHeld(); err != nil {
+		return 0, false, err
+	}
 	off, ok, err := sh.log.OffsetForTime(t)
 	if err != nil {
 		return 0, false, sh.errUnavailable(err)
@@ -431,12 +477,27 @@ func errNotDurable(sh *Shard) *wire.Error {
 
 // RecordEnvelopes groups log records into envelopes for delivery: runs of
 // consecutive records with the same publisher share one envelope, which
-// carries each record's own append time.
+// carries each record's own append time. Records that are not events (a
+// new leader's generation start) are left out, and the envelope after
+// them counts them in SkippedBefore.
 func (sh *Shard) RecordEnvelopes(recs []flog.Record) []*Envelope {
-	var out []*Envelope
+	out, _ := sh.RecordEnvelopesAfter(recs, 0)
+	return out
+}
+
+// RecordEnvelopesAfter is RecordEnvelopes for one page of a longer read:
+// skipped is how many records the pages before it left out since their
+// last event (counted into this page's first envelope), and trailing is
+// how many this page left out after its last one (for the next page).
+func (sh *Shard) RecordEnvelopesAfter(recs []flog.Record, skipped uint64) (out []*Envelope, trailing uint64) {
 	for i := 0; i < len(recs); {
+		if recs[i].Kind != flog.KindData {
+			skipped++
+			i++
+			continue
+		}
 		j := i + 1
-		for j < len(recs) && recs[j].Publisher == recs[i].Publisher && recs[j].Offset == recs[j-1].Offset+1 {
+		for j < len(recs) && recs[j].Kind == flog.KindData && recs[j].Publisher == recs[i].Publisher && recs[j].Offset == recs[j-1].Offset+1 {
 			j++
 		}
 		payloads := make([][]byte, j-i)
@@ -447,8 +508,9 @@ func (sh *Shard) RecordEnvelopes(recs []flog.Record) []*Envelope {
 		}
 		e := sh.envelope(payloads, recs[i].Offset, recs[i].Publisher, time.UnixMicro(int64(times[0])))
 		e.Times = times
+		e.SkippedBefore, skipped = skipped, 0
 		out = append(out, e)
 		i = j
 	}
-	return out
+	return out, skipped
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -10,6 +11,15 @@ import (
 
 // coreHelp is the HELP text of the core's metric families.
 var coreHelp = map[string]string{
+	"felix_group_deliveries_total":              "Records handed out by consumer group polls, redeliveries included.",
+	"felix_group_redeliveries_total":            "Records handed out again by consumer group polls after a nack or a lapsed claim.",
+	"felix_group_acks_total":                    "Consumer group acknowledgements that finished a record.",
+	"felix_group_nacks_total":                   "Consumer group nacks that handed a record back.",
+	"felix_group_dead_letters_total":            "Records listed as consumer group dead letters (past the attempt bound, or by a consumer).",
+	"felix_group_stale_claims_total":            "Consumer group acks, nacks and extensions refused stale_claim.",
+	"felix_group_dead_letters_dropped_total":    "Consumer group dead letters discarded because their group reached FELIX_GROUP_MAX_DEAD_LETTERS (the lowest offsets go; their records stay in the log).",
+	"felix_groups_in_memory":                    "Consumer groups whose state this broker holds in memory; a group idle for FELIX_GROUP_IDLE_EVICT_MS with nothing in flight or owed is dropped and reloaded from its state file.",
+	"felix_group_in_flight":                     "Consumer group claims standing and delayed nacks, over every group of the broker's shards.",
 	"felix_sub_queue_dropped_total":             "Event batches dropped on the subscribe path because a subscriber queue was full, whatever the stream's policy.",
 	"felix_sub_queue_drop_old_emulated_total":   "Drops on DropOld streams, which behave as DropNew.",
 	"felix_subscribe_dropped_total":             "Subscriptions the broker ended (stream deleted or replaced, broker closed) rather than their owner.",
@@ -22,6 +32,7 @@ var coreHelp = map[string]string{
 	"felix_cache_conditional_writes_total":      "Conditional cache writes (op put_if or delete_if) by outcome when their condition was decided: applied, refused (the condition did not hold), or error (refused by a bound or the log before or after the check).",
 	"felix_counter_adds_total":                  "Counter adds appended to a counter log (refused adds, such as an overflow, are not counted).",
 	"felix_cache_index_bytes":                   "Accounted memory of the key indexes of the open log-backed cache shards (88 bytes plus the key per live key).",
+	"felix_shard_replicas_damaged":              "Replicated copies open on this broker that are marked damaged (short of what they promised, or set aside as corrupt) and not yet refilled by their leader.",
 }
 
 // coreMetrics are one broker core's metrics, kept in a set of its own
@@ -60,12 +71,26 @@ type coreMetrics struct {
 	condWrites  condWriteMetrics
 	counterAdds *metrics.Counter
 
+	// Consumer groups (group.go).
+	groupDeliveries, groupRedeliveries, groupAcks, groupNacks *metrics.Counter
+	groupDeadLetters, groupStaleClaims                        *metrics.Counter
+	groupDeadLettersDropped                                   *metrics.Counter
+
 	durable durableMetrics
 	// producers are the idempotent-producer tables' metrics.
 	producers producerMetrics
+	// commitState are the atomic-commit state's metrics.
+	commitState commitStateMetrics
+	// groups sums the claims of the open consumer groups at scrape time
+	// (felix_group_in_flight).
+	groups groupsMetrics
 	// cacheIndex sums the index memory of the open log-backed cache
 	// shards at scrape time.
 	cacheIndex cacheIndexMetrics
+	// replicasDamaged counts the open replicated copies marked damaged
+	// and not yet refilled (felix_shard_replicas_damaged): one up when a
+	// copy opens damaged, one down when it is refilled or closed damaged.
+	replicasDamaged atomic.Int64
 }
 
 // cacheIndexMetrics tracks the open cache stores for
@@ -109,6 +134,7 @@ func newCoreMetrics() *coreMetrics {
 	metricdoc.Describe(coreHelp)
 	metricdoc.Describe(durableHelp)
 	metricdoc.Describe(producerHelp)
+	metricdoc.Describe(commitStateHelp)
 	s := metrics.NewSet()
 	m := &coreMetrics{
 		set:                 s,
@@ -122,9 +148,19 @@ func newCoreMetrics() *coreMetrics {
 	}
 	m.condWrites.register(s)
 	m.counterAdds = s.NewCounter("felix_counter_adds_total")
+	m.groupDeliveries = s.NewCounter("felix_group_deliveries_total")
+	m.groupRedeliveries = s.NewCounter("felix_group_redeliveries_total")
+	m.groupAcks = s.NewCounter("felix_group_acks_total")
+	m.groupNacks = s.NewCounter("felix_group_nacks_total")
+	m.groupDeadLetters = s.NewCounter("felix_group_dead_letters_total")
+	m.groupStaleClaims = s.NewCounter("felix_group_stale_claims_total")
+	m.groupDeadLettersDropped = s.NewCounter("felix_group_dead_letters_dropped_total")
 	m.durable.register(s)
 	m.producers.register(s)
+	m.commitState.register(s)
 	m.cacheIndex.register(s)
+	m.groups.register(s)
+	s.NewGauge("felix_shard_replicas_damaged", func() float64 { return float64(m.replicasDamaged.Load()) })
 	return m
 }
 

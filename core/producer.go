@@ -31,6 +31,11 @@ import (
 // block (id, sequence, count, digest: log layout version 2), and opening
 // the shard rebuilds the table from the last Config.ProducerScanRecords
 // records of the log, so a re-send after a restart is still answered once.
+// A new leader opens the shard over its copy once the takeover made the
+// copy final, so the same rebuild covers what it copied as a follower and
+// fetched from the furthest copy. A duplicate of a rebuilt batch is
+// answered on a replicated shard only once a majority holds it and the
+// new leadership's generation start (Claimed.CommitEnd).
 
 // Defaults for the producer table.
 const (
@@ -208,21 +213,27 @@ func (sh *Shard) ProducerCount() int {
 // wire.NewProducerRefusal) writes nothing and takes no offset. The
 // other refusals are Claim's.
 func (sh *Shard) ClaimIdempotent(payloads [][]byte, publisher string, id, seq uint64) (*Claimed, error) {
+	// The digest reads only the payloads: computed before the claim lock,
+	// it does not hold up the shard's other claims.
+	digest := wire.BatchDigest(payloads)
 	sh.claimMu.Lock()
 	defer sh.claimMu.Unlock()
 	if err := sh.claimableLocked(payloads, nil); err != nil {
 		return nil, err
 	}
-	digest := wire.BatchDigest(payloads)
 	t := sh.producerTable()
 	dup, e := t.check(id, seq, uint32(len(payloads)), digest)
 	if e != nil {
 		return nil, e.WithDetail("shard", sh.index)
 	}
 	if dup != nil {
-		return &Claimed{sh: sh, dup: true, dupBase: dup.base, dupOf: dup.outcome}, nil
+		c := &Claimed{sh: sh, dup: true, dupBase: dup.base, dupOf: dup.outcome}
+		if dup.outcome == nil {
+			c.dupEnd = max(dup.base+uint64(dup.count), sh.readHold)
+		}
+		return c, nil
 	}
-	c, err := sh.appendClaimLocked(payloads, publisher, &flog.Producer{ID: id, Sequence: seq, Digest: digest})
+	c, err := sh.appendClaimLocked(payloads, publisher, &flog.Producer{ID: id, Sequence: seq, Digest: digest}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +265,7 @@ func (sh *Shard) PublishIdempotentReport(ctx context.Context, payloads [][]byte,
 		}
 		return c.BaseOffset(), c.Duplicate(), c.finish(context.WithoutCancel(ctx), ctx)
 	}
+	digest := wire.BatchDigest(payloads) // before the turn, as in ClaimIdempotent
 	if err := sh.acquireTurn(ctx); err != nil {
 		return 0, false, err
 	}
@@ -261,7 +273,6 @@ func (sh *Shard) PublishIdempotentReport(ctx context.Context, payloads [][]byte,
 	if sh.closed.Load() {
 		return 0, false, sh.errClosed()
 	}
-	digest := wire.BatchDigest(payloads)
 	t := sh.producerTable()
 	dup, e := t.check(id, seq, uint32(len(payloads)), digest)
 	if e != nil {

@@ -44,9 +44,29 @@ type Shard struct {
 	// producers is the idempotent-producer table (producer.go), made on
 	// first use.
 	producers atomic.Pointer[producerTable]
+	// commits is the atomic-commit state (commit_state.go), made on
+	// first use; applied under claimMu.
+	commits atomic.Pointer[commitState]
+	// groups are the shard's consumer groups (group.go), opened on first
+	// use under groupsMu; nil until then.
+	groups   atomic.Pointer[Groups]
+	groupsMu sync.Mutex
 	// log is the shard's segment log on a durable stream (nil otherwise,
 	// and nil when recovery refused it). Set before the shard is visible.
 	log *flog.Log
+	// repl is what the shard's leader consults about its followers
+	// (Config.ReplicationFor; nil when nobody copies the log). Set
+	// before the shard is visible.
+	repl Replication
+	// readHold, when set, is one past a new leader's generation start:
+	// reads are refused until repl's committed mark reaches it. Set
+	// before the shard is visible.
+	readHold uint64
+	// holdSkipped is how many offsets just before readHold hold no event:
+	// its generation start and the ones an earlier leader left with no
+	// event after them (failovers in a row). The first batch at readHold
+	// carries it as SkippedBefore. Set with readHold.
+	holdSkipped uint64
 	// unavailable is why a durable shard's log did not open; set before
 	// the shard is visible, never changed after.
 	unavailable error
@@ -170,6 +190,9 @@ func (sh *Shard) complete(ctx context.Context, e *Envelope) error {
 func (sh *Shard) advance(next uint64) {
 	sh.next = next
 	sh.nextPub.Store(next)
+	if g := sh.groups.Load(); g != nil {
+		g.notify()
+	}
 }
 
 func (sh *Shard) fanout(ctx context.Context, e *Envelope) error {

@@ -118,6 +118,7 @@ func (sh *Shard) openShardLog(c *StorageConfig, spec wire.StreamSpec, claimErr e
 	if scan := sh.stream.cfg.ProducerScanRecords; scan >= 0 {
 		sh.rebuildProducers(scan)
 	}
+	sh.rebuildCommitState(rep, c)
 }
 
 // errUnavailable refuses a request to a durable shard whose log is
@@ -175,6 +176,7 @@ func (sh *Shard) closeLog() {
 	if sh.log == nil {
 		return
 	}
+	sh.closeGroups()
 	sh.metrics().durable.removeLog(sh.log)
 	if err := sh.log.Close(); err != nil {
 		sh.stream.cfg.Storage.logger().Warn("closing a durable shard log", "stream", sh.stream.key.Stream, "shard", sh.index, "err", err)

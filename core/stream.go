@@ -30,6 +30,10 @@ type Stream struct {
 	// shards never changes length after construction. Invariant:
 	// len(shards) >= 1. Slots are written only under mu.
 	shards []atomic.Pointer[Shard]
+	// replicas holds, per slot, this broker's follower copy of a shard
+	// another broker leads (replica.go); a slot is never open in both.
+	// Same length as shards; written only under mu.
+	replicas []atomic.Pointer[Replica]
 
 	// mu serializes opening and closing shards, so a slot is opened once
 	// and never after the stream closed. It is held while a shard's log
@@ -53,6 +57,7 @@ func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy, id StreamId
 	}
 	st.update(spec, policy)
 	st.shards = make([]atomic.Pointer[Shard], max(spec.Shards, 1))
+	st.replicas = make([]atomic.Pointer[Replica], len(st.shards))
 	if !cfg.PlacedShards {
 		st.mu.Lock()
 		for i := range st.shards {
@@ -66,6 +71,11 @@ func newStream(cfg Config, spec wire.StreamSpec, policy QueuePolicy, id StreamId
 // openLocked opens slot i (st.mu is held): a durable shard continues its
 // log's offsets, an in-memory one starts empty.
 func (st *Stream) openLocked(i uint32, generation uint64) *Shard {
+	return st.openLockedAs(i, generation, false)
+}
+
+// openLockedAs is openLocked; newLeader as for openAs.
+func (st *Stream) openLockedAs(i uint32, generation uint64, newLeader bool) *Shard {
 	sh := newShard(st, i)
 	sh.generation.Store(generation)
 	if st.durable() {
@@ -74,6 +84,16 @@ func (st *Stream) openLocked(i uint32, generation uint64) *Shard {
 			st.claimed = true
 		}
 		sh.openShardLog(st.cfg.Storage, st.Spec(), st.claimErr)
+		if sh.log != nil {
+			// Every record this leadership writes carries its generation.
+			sh.log.SetGeneration(generation)
+			if f := st.cfg.ReplicationFor; f != nil {
+				sh.repl = f(st.key, i)
+			}
+			if newLeader && sh.log.NextOffset() > 0 {
+				sh.startGeneration(generation)
+			}
+		}
 	}
 	st.shards[i].Store(sh)
 	return sh
@@ -82,6 +102,16 @@ func (st *Stream) openLocked(i uint32, generation uint64) *Shard {
 // open opens shard i for an ownership of generation, unless it is open:
 // then only its generation changes. A closed stream refuses.
 func (st *Stream) open(i uint32, generation uint64) error {
+	return st.openAs(i, generation, false)
+}
+
+// openAs is open; with newLeader, a durable shard whose log holds records
+// of an earlier leadership first appends a generation-start record at
+// generation, and serves no read (subscribe, replay, stream_read,
+// offset_for_time) until its replication's committed mark has passed it:
+// a majority then holds a record of the new generation, so nothing older
+// that it serves can be lost to a later failover.
+func (st *Stream) openAs(i uint32, generation uint64, newLeader bool) error {
 	if int(i) >= len(st.shards) {
 		return wire.CheckShard("stream", st.key.Stream, i, uint32(len(st.shards)))
 	}
@@ -92,9 +122,16 @@ func (st *Stream) open(i uint32, generation uint64) error {
 	}
 	if sh := st.shards[i].Load(); sh != nil {
 		sh.generation.Store(generation)
+		if sh.log != nil {
+			sh.log.SetGeneration(generation)
+		}
 		return nil
 	}
-	st.openLocked(i, generation)
+	if r := st.replicas[i].Swap(nil); r != nil {
+		// Promoted: the replica's log becomes the shard's.
+		r.close()
+	}
+	st.openLockedAs(i, generation, newLeader)
 	return nil
 }
 
@@ -148,6 +185,9 @@ func (st *Stream) update(spec wire.StreamSpec, policy QueuePolicy) {
 			sh.log.SetRetention(r)
 		}
 	}
+	for _, rp := range st.openReplicas() {
+		rp.log.SetRetention(r)
+	}
 }
 
 // applyRetention deletes what the stream's retention no longer keeps, on
@@ -157,8 +197,17 @@ func (st *Stream) applyRetention() {
 		if sh.log == nil {
 			continue
 		}
+		if sh.repl != nil {
+			// A replicated shard keeps what a majority may still lack.
+			sh.log.SetRetentionFloor(sh.repl.Committed())
+		}
 		if _, err := sh.log.ApplyRetention(); err != nil {
 			st.cfg.Storage.logger().Warn("applying retention", "stream", st.key.Stream, "shard", sh.index, "err", err)
+		}
+	}
+	for _, rp := range st.openReplicas() {
+		if _, err := rp.log.ApplyRetention(); err != nil {
+			st.cfg.Storage.logger().Warn("applying retention to a replica", "stream", st.key.Stream, "shard", rp.index, "err", err)
 		}
 	}
 }
@@ -170,6 +219,9 @@ func (st *Stream) closeLogs() {
 	}
 	for _, sh := range st.openShards() {
 		sh.closeLog()
+	}
+	for i := range st.replicas {
+		st.closeReplica(uint32(i))
 	}
 }
 

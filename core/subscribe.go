@@ -176,4 +176,7 @@ func (sh *Shard) close(err error, discard bool) {
 	if p := sh.producers.Load(); p != nil {
 		p.forget()
 	}
+	if s := sh.commits.Load(); s != nil {
+		s.forget()
+	}
 }

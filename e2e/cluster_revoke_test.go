@@ -147,8 +147,11 @@ func publishUntilRevoked(ctx context.Context, c *felix.Client, key []byte) error
 			return nil
 		case err == nil:
 			return errors.New("a revoked principal's publish was acknowledged")
-		case errors.As(err, &be) && be.Retry == wire.RetryOutcomeUnknown && strings.Contains(err.Error(), "canceled by remote"):
-			continue // the stream the revocation ended; the next publish authenticates again
+		case errors.As(err, &be) && be.Retry == wire.RetryOutcomeUnknown &&
+			(strings.Contains(err.Error(), "canceled by remote") || strings.Contains(err.Error(), "stream reset (remote)")):
+			// The stream the revocation ended (QUIC and TCP word the reset
+			// differently); the next publish authenticates again.
+			continue
 		default:
 			return fmt.Errorf("%w, want revoked", err)
 		}

@@ -38,6 +38,7 @@ type devNode struct {
 	BrokerAddr      string   `json:"broker_addr"`
 	PeerAddr        string   `json:"peer_addr"`
 	ControlPlaneURL string   `json:"controlplane_url"`
+	RaftPeerURL     string   `json:"raft_peer_url"`
 	MetricsAddr     string   `json:"metrics_addr"`
 	DataDir         string   `json:"data_dir"`
 	Argv            []string `json:"argv"`
@@ -197,6 +198,27 @@ func (d *devCluster) kill9(name string) {
 // would, and waits until it is ready. The process is the test's child.
 func (d *devCluster) restart(name string) {
 	d.t.Helper()
+	n, out := d.startNode(name)
+	// A node that cannot start (a port taken meanwhile: the kill freed
+	// it) fails the test at once, and another process answering /ready at
+	// its old metrics address is not taken for it.
+	alive := func() {
+		if !processAlive(n.PID) {
+			d.t.Fatalf("restarted %s exited:\n%s", name, out)
+		}
+	}
+	eventually(d.t, 60*time.Second, name+" /ready", func() bool {
+		alive()
+		return d.ready(name)
+	})
+	time.Sleep(200 * time.Millisecond)
+	alive()
+}
+
+// startNode starts a node again from dev.json's argv and env as the
+// test's child, without waiting for it, and returns it and its output.
+func (d *devCluster) startNode(name string) (*devNode, *syncBuffer) {
+	d.t.Helper()
 	n := d.node(name)
 	cmd := exec.Command(n.Argv[0], n.Argv[1:]...)
 	cmd.Env = append(os.Environ(), n.Env...)
@@ -209,7 +231,7 @@ func (d *devCluster) restart(name string) {
 	d.restarts[name], d.restLogs[name] = cmd, out
 	d.mu.Unlock()
 	n.PID = cmd.Process.Pid
-	d.waitReady(name, 60*time.Second)
+	return n, out
 }
 
 // waitReady waits until the node's broker answers /ready with "ready".

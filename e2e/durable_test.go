@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/felixmq/felix/internal/freeport"
 	"github.com/felixmq/felix/sdk/felix"
 )
 
@@ -247,21 +249,11 @@ func TestTornTailAndCorruptSegmentVerdicts(t *testing.T) {
 // now on UDP or on TCP: a broker binds it for QUIC and for TLS over TCP.
 func freeUDPAddr(t *testing.T) string {
 	t.Helper()
-	for range 50 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := pc.LocalAddr().String()
-		ln, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err == nil {
-			ln.Close()
-			return addr
-		}
+	port, err := freeport.Pick(true, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no loopback port free on both UDP and TCP")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // collect reads n events from sub and checks their offsets continue from

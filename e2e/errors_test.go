@@ -101,9 +101,11 @@ func TestRestartRightAfterStop(t *testing.T) {
 	second.mustFelix(ctx, "admin", "stream", "list")
 }
 
-// TestIgnoredSettingsAreRefused: settings the cluster cannot honour are
-// refused by the control plane with a message naming the setting, and the
-// CLI shows it with a non-zero exit, instead of storing and ignoring them.
+// TestIgnoredSettingsAreRefused: settings the cluster cannot honour (out of
+// range, unknown) are refused by the control plane with a message naming
+// the setting, and the CLI shows it with a non-zero exit, instead of
+// storing and ignoring them. A replication factor of 2 to 7 and quorum
+// consistency are accepted since durable streams get followers.
 func TestIgnoredSettingsAreRefused(t *testing.T) {
 	n := startServe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -112,8 +114,8 @@ func TestIgnoredSettingsAreRefused(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"admin", "stream", "create", "a", "--replication-factor", "3", "--consistency", "quorum"},
-			[]string{"replication_factor: 3 needs replication between brokers, and clustering is not built yet", `consistency: "quorum"`}},
+		{[]string{"admin", "stream", "create", "a", "--replication-factor", "8"},
+			[]string{"replication_factor: 8 is out of range 1..7"}},
 		{[]string{"admin", "stream", "create", "b", "--shards", "0"}, []string{"shards: 0 is out of range 1..1024"}},
 		{[]string{"admin", "token", "create", "--sub", "x", "--perms", "stream.pub:stream:default/*"}, []string{`unknown action "stream.pub"`}},
 	}

@@ -45,35 +45,8 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const batches, chunk = 600, 20
-	payload := func(i, r int) string { return fmt.Sprintf("batch-%04d-%d", i, r) }
-	var (
-		done    atomic.Int64 // batches answered
-		mu      sync.Mutex
-		offsets []uint64
-		pubErr  error
-	)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for from := 0; from < batches; from += chunk {
-			var bs [][][]byte
-			for i := from; i < from+chunk; i++ {
-				bs = append(bs, [][]byte{[]byte(payload(i, 0)), []byte(payload(i, 1))})
-			}
-			offs, err := p.PublishBatches(ctx, "default", "exactly", bs)
-			mu.Lock()
-			offsets = append(offsets, offs...)
-			if err != nil {
-				pubErr = fmt.Errorf("batches from %d: %w", from, err)
-			}
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-			done.Add(int64(len(offs)))
-		}
-	}()
+	const batches = 600
+	nb := produceNumbered(ctx, p, "default", "exactly", batches, 20)
 	// Re-sends answered from a restarted broker's producer table (the
 	// first broker's count is of re-sends before any kill).
 	var dups float64
@@ -81,11 +54,11 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 		target := int64(kill * batches / 4)
 		eventually(t, 60*time.Second, fmt.Sprintf("%d batches before kill %d", target, kill), func() bool {
 			select {
-			case <-finished:
+			case <-nb.finished:
 				return true
 			default:
 			}
-			return done.Load() >= target
+			return nb.done.Load() >= target
 		})
 		if proxy != nil {
 			blackhole.Store(true) // batches still land; their answers do not
@@ -100,16 +73,7 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 		n = startServeOn(t, dir, addr, env...)
 		blackhole.Store(false)
 	}
-	select {
-	case <-finished:
-	case <-ctx.Done():
-		t.Fatalf("the producer did not finish: %d batches answered", done.Load())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if pubErr != nil {
-		t.Fatalf("publish: %v", pubErr)
-	}
+	offsets := nb.wait(ctx, t)
 	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 	defer ccancel()
 	if err := p.Close(cctx); err != nil {
@@ -118,20 +82,7 @@ func TestIdempotentProducerExactlyOnceThroughSIGKILL(t *testing.T) {
 
 	reader := n.connect(ctx, n.adminToken())
 	recs := readAll(ctx, t, reader, "exactly", 0)
-	if len(recs) != 2*batches {
-		t.Fatalf("the log holds %d records, want %d (each batch once)", len(recs), 2*batches)
-	}
-	for i := range batches {
-		for r := range 2 {
-			got := recs[2*i+r]
-			if string(got.Payload) != payload(i, r) {
-				t.Fatalf("record %d is %q, want %q", 2*i+r, got.Payload, payload(i, r))
-			}
-		}
-		if recs[2*i].Offset != offsets[i] {
-			t.Fatalf("batch %d is at offset %d, its answer said %d", i, recs[2*i].Offset, offsets[i])
-		}
-	}
+	checkNumbered(t, recs, offsets)
 	dups += max(0, n.metric("felix_idempotent_duplicates_total"))
 	t.Logf("%d batches through 3 kills; the restarted brokers answered %v re-sends from their producer tables", batches, dups)
 	if proxy != nil && dups < 1 {
@@ -243,4 +194,86 @@ func connectServing(t *testing.T, ctx context.Context, cfg felix.Config, stream 
 		return err == nil
 	})
 	return c
+}
+
+// numberedBatches publishes batches numbered two-record batches (payloads
+// batchPayload(i, 0) and (i, 1)) to one stream through an idempotent
+// producer, chunk batches to a PublishBatches call, from a goroutine of
+// its own; it stops at the first error.
+type numberedBatches struct {
+	done     atomic.Int64 // batches answered
+	finished chan struct{}
+
+	mu      sync.Mutex
+	offsets []uint64 // the first record's offset of each answered batch
+	err     error
+}
+
+func batchPayload(i, r int) string { return fmt.Sprintf("batch-%04d-%d", i, r) }
+
+func produceNumbered(ctx context.Context, p *felix.IdempotentProducer, ns, stream string, batches, chunk int) *numberedBatches {
+	nb := &numberedBatches{finished: make(chan struct{})}
+	go func() {
+		defer close(nb.finished)
+		for from := 0; from < batches; from += chunk {
+			var bs [][][]byte
+			for i := from; i < from+chunk; i++ {
+				bs = append(bs, [][]byte{[]byte(batchPayload(i, 0)), []byte(batchPayload(i, 1))})
+			}
+			offs, err := p.PublishBatches(ctx, ns, stream, bs)
+			nb.mu.Lock()
+			nb.offsets = append(nb.offsets, offs...)
+			if err != nil {
+				nb.err = fmt.Errorf("batches from %d: %w", from, err)
+			}
+			nb.mu.Unlock()
+			if err != nil {
+				return
+			}
+			nb.done.Add(int64(len(offs)))
+		}
+	}()
+	return nb
+}
+
+// wait waits for the producer to finish and returns each batch's
+// answered offset, failing t if it did not finish or failed.
+func (nb *numberedBatches) wait(ctx context.Context, t *testing.T) []uint64 {
+	t.Helper()
+	select {
+	case <-nb.finished:
+	case <-ctx.Done():
+		t.Fatalf("the producer did not finish: %d batches answered", nb.done.Load())
+	}
+	nb.mu.Lock()
+	defer nb.mu.Unlock()
+	if nb.err != nil {
+		t.Fatalf("publish: %v", nb.err)
+	}
+	return nb.offsets
+}
+
+// checkNumbered fails t unless recs are the batches exactly once, in
+// order, each at its answered offset; it returns how many gaps there are
+// between consecutive batches.
+func checkNumbered(t *testing.T, recs []felix.Record, offsets []uint64) (gaps int) {
+	t.Helper()
+	batches := len(offsets)
+	if len(recs) != 2*batches {
+		t.Fatalf("the log holds %d records, want %d (each of %d batches once)", len(recs), 2*batches, batches)
+	}
+	for i := range batches {
+		for r := range 2 {
+			if got := recs[2*i+r]; string(got.Payload) != batchPayload(i, r) {
+				t.Fatalf("record %d is %q, want %q", 2*i+r, got.Payload, batchPayload(i, r))
+			}
+		}
+		if recs[2*i].Offset != offsets[i] {
+			t.Fatalf("batch %d is at offset %d, its answer said %d", i, recs[2*i].Offset, offsets[i])
+		}
+		if i > 0 && recs[2*i].Offset != recs[2*i-1].Offset+1 {
+			gaps++
+		}
+	}
+	return gaps
 }

@@ -26,7 +26,7 @@ type Entry struct {
 }
 
 // Append writes one record per payload at the next offsets, all of
-// KindData and generation 0, with the current time and the given publisher
+// KindData and of the log's generation (SetGeneration; 0 until set), with the current time and the given publisher
 // (may be ""). It returns once the bytes are handed to the OS; Wait makes
 // them durable under the policy. Concurrent appends are serialized; offsets
 // follow the order of return. On a write error nothing is consumed: the
@@ -34,6 +34,16 @@ type Entry struct {
 // syscall.ENOSPC) when the disk is full.
 func (l *Log) Append(payloads [][]byte, publisher string) (Appended, error) {
 	return l.AppendAt(payloads, publisher, nowMicros(l.opts.Now()))
+}
+
+// SetGeneration sets the generation Append, AppendAt and AppendProduced
+// stamp on the records they write from now on: a shard's leader writes its
+// leadership generation into every record, so that copies of the log can
+// later be compared by generation. Records written before keep theirs.
+func (l *Log) SetGeneration(g uint64) {
+	l.mu.Lock()
+	l.generation = g
+	l.mu.Unlock()
 }
 
 // AppendAt is Append with an explicit record time in µs.
@@ -47,6 +57,17 @@ func (l *Log) AppendAt(payloads [][]byte, publisher string, timeMicros uint64) (
 func (l *Log) AppendProduced(payloads [][]byte, publisher string, producer Producer) (Appended, error) {
 	producer.Count = uint32(len(payloads))
 	return l.appendBatch(&batch{payloads: payloads, publisher: publisher, time: nowMicros(l.opts.Now()), producer: &producer})
+}
+
+// AppendCommit writes one KindData record whose payload is event and whose
+// state section (layout version 3) is state: an atomic commit's event and
+// state operations as one record, so no reader of the log can find one
+// without the other. state must not be nil; the log interprets none of it.
+func (l *Log) AppendCommit(event []byte, publisher string, state []byte) (Appended, error) {
+	if state == nil {
+		state = []byte{}
+	}
+	return l.appendBatch(&batch{payloads: [][]byte{event}, publisher: publisher, time: nowMicros(l.opts.Now()), state: state})
 }
 
 // AppendEntries is AppendAt for records of any kind and generation.
@@ -84,6 +105,10 @@ type batch struct {
 	publisher string    // for payloads and entries
 	time      uint64    // for payloads and entries
 	producer  *Producer // for payloads: the first record's producer block
+	state     []byte    // for payloads: the first record's state section
+	// generation is the payloads' records' generation: the log's
+	// (SetGeneration) when the batch is written.
+	generation uint64
 }
 
 func (b *batch) len() int { return len(b.payloads) + len(b.entries) + len(b.recs) }
@@ -94,7 +119,7 @@ func (b *batch) record(i int, off uint64) (recordMeta, []byte) {
 	switch {
 	case b.recs != nil:
 		r := &b.recs[i]
-		m.kind, m.generation, m.time, m.publisher, m.producer = r.Kind, r.Generation, r.TimeMicros, r.Publisher, r.Producer
+		m.kind, m.generation, m.time, m.publisher, m.producer, m.state = r.Kind, r.Generation, r.TimeMicros, r.Publisher, r.Producer, r.State
 		return m, r.Payload
 	case b.entries != nil:
 		e := &b.entries[i]
@@ -102,8 +127,9 @@ func (b *batch) record(i int, off uint64) (recordMeta, []byte) {
 		return m, e.Payload
 	}
 	if i == 0 {
-		m.producer = b.producer
+		m.producer, m.state = b.producer, b.state
 	}
+	m.generation = b.generation
 	return m, b.payloads[i]
 }
 
@@ -117,6 +143,9 @@ func (l *Log) appendBatch(b *batch) (Appended, error) {
 	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
 		return Appended{}, fmt.Errorf("log: append: %w", err)
+	}
+	if b.payloads != nil {
+		b.generation = l.generation
 	}
 	if len(b.recs) > 0 && b.recs[0].Offset != l.next {
 		err := &OffsetError{Got: b.recs[0].Offset, Want: l.next, Next: l.next}
@@ -154,6 +183,12 @@ func batchSize(b *batch) (int64, error) {
 		m, p := b.record(i, 0)
 		if len(m.publisher) > MaxPublisherBytes {
 			return 0, fmt.Errorf("log: append: publisher of %d bytes: %w", len(m.publisher), ErrTooLarge)
+		}
+		if m.producer != nil && m.state != nil {
+			return 0, fmt.Errorf("log: append: a record with both a producer block and a state section: %w", ErrTooLarge)
+		}
+		if uint64(len(m.state)) > math.MaxUint32 {
+			return 0, fmt.Errorf("log: append: state section of %d bytes: %w", len(m.state), ErrTooLarge)
 		}
 		sz := recordSize(m, p)
 		if sz > MaxRecordBytes {

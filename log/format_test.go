@@ -129,7 +129,7 @@ func TestOldFormatTornTail(t *testing.T) {
 func TestNewerRecordVersionRefused(t *testing.T) {
 	o := buildLog(t, 5, 100)
 	future := appendRecord(nil, dataRecord(5, 1, ""), []byte("from the future"))
-	future[frameBytes] = RecordVersionProducer + 1
+	future[frameBytes] = RecordVersionState + 1
 	fixCRC(future)
 	f, err := os.OpenFile(segPath(o, 0), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

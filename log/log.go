@@ -42,7 +42,13 @@ type Log struct {
 	failErr   error
 	closed    bool
 	retention Retention
-	syncedC   chan struct{} // closed and replaced when synced/durable advance, a truncation, or the log fails
+	// retentionFloor is the lowest offset retention must keep
+	// (SetRetentionFloor); NoRetentionFloor holds nothing back.
+	retentionFloor uint64
+	// generation is what payload appends stamp on their records
+	// (SetGeneration).
+	generation uint64
+	syncedC    chan struct{} // closed and replaced when synced/durable advance, a truncation, or the log fails
 	// cuts counts the truncations that removed records; cutLog holds the
 	// offsets the last min(cuts, maxCutLog) of them cut back to, oldest
 	// first, so Wait can tell whether an append's records survived.
@@ -93,7 +99,7 @@ func Open(opts Options) (*Log, *Report, error) {
 		unlock(lock)
 		return nil, rec.report, rec.report.Corrupt
 	}
-	l := &Log{opts: o, fs: o.FS, retention: o.Retention, kickC: make(chan struct{}, 1),
+	l := &Log{opts: o, fs: o.FS, retention: o.Retention, retentionFloor: NoRetentionFloor, kickC: make(chan struct{}, 1),
 		stopC: make(chan struct{}), syncedC: make(chan struct{}), lock: lock}
 	if err := l.adopt(rec); err != nil {
 		rec.closeAll()

@@ -41,6 +41,21 @@ import (
 //	pub         pub_len bytes
 //	payload     the rest
 //
+// Version 3 is version 1 with a state section, written only for an atomic
+// commit's record (its event is the payload; the section holds the state
+// operations, which the log stores and interprets none of):
+//
+//	version     u8   3
+//	kind        u8
+//	offset      u64
+//	generation  u64
+//	time        u64
+//	state_len   u32
+//	pub_len     u16
+//	pub         pub_len bytes
+//	state       state_len bytes
+//	payload     the rest
+//
 // Version 0, written before records had a version (read, never written):
 //
 //	offset   u64  its first byte is the version byte, 0: no log reaches 2^56 offsets
@@ -56,6 +71,8 @@ const (
 	bodyHeaderV1   = 28 // version + kind + offset + generation + time + pub_len
 	producerBytes  = 28 // producer + sequence + count + digest
 	bodyHeaderV2   = bodyHeaderV1 + producerBytes
+	stateLenBytes  = 4 // state_len
+	bodyHeaderV3   = bodyHeaderV1 + stateLenBytes
 	recordHeader   = frameBytes + bodyHeaderV1
 	minRecordBytes = frameBytes + bodyHeaderV0 // the smallest record of any version
 	maxBodyBytes   = MaxRecordBytes - frameBytes
@@ -66,6 +83,9 @@ const (
 	// RecordVersionProducer is the layout version of a record with a
 	// producer block.
 	RecordVersionProducer = 2
+	// RecordVersionState is the layout version of a record with a state
+	// section (an atomic commit's record).
+	RecordVersionState = 3
 )
 
 // Producer is the producer block of a version-2 record: an idempotent
@@ -101,6 +121,10 @@ type Record struct {
 	// Producer is the record's producer block; nil for every record
 	// without one.
 	Producer *Producer
+	// State is the record's state section (version 3, an atomic
+	// commit's state operations); nil for every record without one.
+	// Payload is the event alone either way.
+	State []byte
 }
 
 // recordMeta is everything a record carries but its payload.
@@ -109,6 +133,7 @@ type recordMeta struct {
 	kind                     Kind
 	publisher                string
 	producer                 *Producer
+	state                    []byte // non-nil: a version-3 record
 }
 
 // recordSize is the encoded size of a record written today.
@@ -116,6 +141,9 @@ func recordSize(m recordMeta, payload []byte) int {
 	n := recordHeader + len(m.publisher) + len(payload)
 	if m.producer != nil {
 		n += producerBytes
+	}
+	if m.state != nil {
+		n += stateLenBytes + len(m.state)
 	}
 	return n
 }
@@ -129,6 +157,10 @@ func appendRecord(buf []byte, m recordMeta, payload []byte) []byte {
 		body += producerBytes
 		version = RecordVersionProducer
 	}
+	if m.state != nil {
+		body += stateLenBytes + len(m.state)
+		version = RecordVersionState
+	}
 	buf = binary.BigEndian.AppendUint32(buf, uint32(body))
 	buf = append(buf, 0, 0, 0, 0) // crc, filled below
 	buf = append(buf, version, byte(m.kind))
@@ -141,8 +173,12 @@ func appendRecord(buf []byte, m recordMeta, payload []byte) []byte {
 		buf = binary.BigEndian.AppendUint32(buf, pr.Count)
 		buf = binary.BigEndian.AppendUint64(buf, pr.Digest)
 	}
+	if m.state != nil {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(m.state)))
+	}
 	buf = binary.BigEndian.AppendUint16(buf, uint16(len(m.publisher)))
 	buf = append(buf, m.publisher...)
+	buf = append(buf, m.state...)
 	buf = append(buf, payload...)
 	crc := crc32.Checksum(buf[start+frameBytes:], castagnoli)
 	binary.BigEndian.PutUint32(buf[start+4:], crc)
@@ -167,6 +203,7 @@ var (
 	errCRC       = &recordError{reason: "crc mismatch"}
 	errPubLength = &recordError{reason: "bad publisher length"}
 	errVersion   = &recordError{reason: "unknown record version", newer: true}
+	errStateLen  = &recordError{reason: "bad state length"}
 )
 
 // recordView is a decoded record whose byte slices alias the input.
@@ -179,6 +216,7 @@ type recordView struct {
 	publisher  []byte
 	payload    []byte
 	producer   Producer
+	state      []byte // version 3 only
 }
 
 // bodyLen reads and checks the len field of a frame header against the
@@ -230,6 +268,13 @@ func decodeRecord(b []byte) (recordView, int, error) {
 			producer: Producer{ID: binary.BigEndian.Uint64(body[26:]), Sequence: binary.BigEndian.Uint64(body[34:]),
 				Count: binary.BigEndian.Uint32(body[42:]), Digest: binary.BigEndian.Uint64(body[46:])}}
 		hdr = bodyHeaderV2
+	case RecordVersionState:
+		if n < bodyHeaderV3 {
+			return recordView{}, 0, errBadLength
+		}
+		v = recordView{version: RecordVersionState, kind: Kind(body[1]), offset: binary.BigEndian.Uint64(body[2:]),
+			generation: binary.BigEndian.Uint64(body[10:]), time: binary.BigEndian.Uint64(body[18:])}
+		hdr = bodyHeaderV3
 	default:
 		return recordView{}, 0, errVersion
 	}
@@ -238,7 +283,15 @@ func decodeRecord(b []byte) (recordView, int, error) {
 		return recordView{}, 0, errPubLength
 	}
 	v.publisher = body[hdr : hdr+pubLen : hdr+pubLen]
-	v.payload = body[hdr+pubLen:]
+	rest := body[hdr+pubLen:]
+	if v.version == RecordVersionState {
+		sl := uint64(binary.BigEndian.Uint32(body[bodyHeaderV1-2:]))
+		if sl > uint64(len(rest)) {
+			return recordView{}, 0, errStateLen
+		}
+		v.state, rest = rest[:sl:sl], rest[sl:]
+	}
+	v.payload = rest
 	return v, frameBytes + n, nil
 }
 
@@ -251,6 +304,9 @@ func (v recordView) toRecord() Record {
 	if v.version == RecordVersionProducer {
 		pr := v.producer
 		r.Producer = &pr
+	}
+	if v.version == RecordVersionState {
+		r.State = append(make([]byte, 0, len(v.state)), v.state...)
 	}
 	return r
 }

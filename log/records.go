@@ -9,8 +9,8 @@ type RecordInfo struct {
 	Segment  string
 	Position int64
 	Bytes    int
-	// Version is the record's layout version (0, 1, or 2 with a producer
-	// block).
+	// Version is the record's layout version (0, 1, 2 with a producer
+	// block, or 3 with a state section).
 	Version    uint8
 	Kind       Kind
 	Offset     uint64
@@ -19,6 +19,9 @@ type RecordInfo struct {
 	Publisher  string
 	// Producer is the record's producer block (version 2), else nil.
 	Producer *Producer
+	// StateBytes is the length of the record's state section (version 3,
+	// an atomic commit), 0 without one.
+	StateBytes int
 	// PayloadBytes is the payload's length.
 	PayloadBytes int
 	// Payload is the payload itself, valid only during the call that
@@ -62,6 +65,7 @@ func scanInfos(s *segment, fn func(RecordInfo) error) error {
 			pr := v.producer
 			info.Producer = &pr
 		}
+		info.StateBytes = len(v.state)
 		if err := fn(info); err != nil {
 			return err
 		}

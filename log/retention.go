@@ -14,9 +14,24 @@ func (l *Log) SetRetention(r Retention) {
 	l.retention = r
 }
 
+// SetRetentionFloor makes retention keep every record at or above off: a
+// segment holding one is never deleted by ApplyRetention, whatever the
+// bounds say. A replicated shard sets it to the mark a majority of its
+// replicas holds, so that retention never deletes what a replica still
+// lacks. NoRetentionFloor (the default) lifts it.
+func (l *Log) SetRetentionFloor(off uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.retentionFloor = off
+}
+
+// NoRetentionFloor is the floor of a log whose retention holds nothing back.
+const NoRetentionFloor = ^uint64(0)
+
 // ApplyRetention deletes whole sealed segments, oldest first, while the
 // log is over its byte bound or the oldest segment's newest record is older
-// than the age bound. The active segment is never deleted. It returns how
+// than the age bound. The active segment is never deleted, nor a segment
+// holding a record at or above the retention floor (SetRetentionFloor). It returns how
 // many segments were deleted. Call it periodically for age retention.
 func (l *Log) ApplyRetention() (int, error) {
 	l.mu.Lock()
@@ -67,7 +82,7 @@ func (l *Log) retentionVictimsLocked() []*segment {
 	var victims []*segment
 	for len(l.segs) > 1 {
 		s := l.segs[0]
-		if s.syncers > 0 {
+		if s.syncers > 0 || s.next > l.retentionFloor {
 			break
 		}
 		overBytes := r.MaxBytes > 0 && total > r.MaxBytes

@@ -197,3 +197,33 @@ func TestReadRecordMatchesRead(t *testing.T) {
 		t.Fatalf("read past the tail: %v", err)
 	}
 }
+
+func TestRetentionKeepsEverythingFromTheFloor(t *testing.T) {
+	o := testOptions(t)
+	o.SegmentBytes = 10 * recSize
+	o.Retention.MaxBytes = 1
+	l := mustOpen(t, o)
+	l.SetRetentionFloor(15) // set before the rolls, which apply retention
+	appendN(t, l, 45, 100)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	// Segments [0,10) lies wholly below the floor; [10,20) holds 15.
+	if l.StartOffset() != 10 {
+		t.Fatalf("start %d, want 10", l.StartOffset())
+	}
+	l.SetRetentionFloor(40)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 40 {
+		t.Fatalf("start %d after raising the floor, want 40", l.StartOffset())
+	}
+	l.SetRetentionFloor(NoRetentionFloor)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 40 {
+		t.Fatalf("the active segment went: start %d", l.StartOffset())
+	}
+}

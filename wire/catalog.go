@@ -66,7 +66,10 @@ type StreamSpec struct {
 	Retention Retention `json:"retention"`
 	// Consistency is "leader" (default) or "quorum".
 	Consistency string `json:"consistency,omitempty"`
-	// ReplicationFactor is stored for clustering; 1 on a single node.
+	// ReplicationFactor is the copies of each shard, the leader's
+	// included (1 to 7; a create without it gets the control plane's
+	// FELIX_DEFAULT_REPLICATION_FACTOR). Durable streams get factor - 1
+	// followers (docs/placement.md, "Replica sets").
 	ReplicationFactor uint32 `json:"replication_factor,omitempty"`
 	// SubQueuePolicy is "drop_new", "block" or "drop_old"; empty means
 	// the broker's default.

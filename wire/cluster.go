@@ -79,6 +79,14 @@ type BrokerRegistration struct {
 	// directory is new, so a wiped or replaced volume comes back under a
 	// new identity.
 	StorageID string `json:"storage_id"`
+	// CrashedStorageID, when set, is the storage identity this broker
+	// replaced with StorageID at its start because its machine crashed
+	// while it ran under an fsync policy that may lose the unsynced tail
+	// of every log (docs/storage.md, "The run marker"): its copies under
+	// that identity may be short, not gone. "" when it kept its identity
+	// or its directory is new. The control plane keeps it on the broker's
+	// record while it registers under the same StorageID.
+	CrashedStorageID string `json:"crashed_storage_id,omitempty"`
 }
 
 // BrokerHeartbeat is what a broker sends every
@@ -86,6 +94,69 @@ type BrokerRegistration struct {
 type BrokerHeartbeat struct {
 	NodeID    string `json:"node_id"`
 	StorageID string `json:"storage_id"`
+	// Suspects names the leaders of shards this broker follows that it
+	// has not heard from for FELIX_LEADER_SUSPECT_AFTER_MS: the Quorum
+	// fast path promotes a follower once a majority of a shard's replica
+	// set suspects its leader. At most MaxSuspects.
+	Suspects []ShardSuspect `json:"suspects,omitempty"`
+	// Positions are how far this broker durably holds the log of each
+	// durable shard it leads or follows that has followers: what a
+	// `leader`-consistency shard's failover decides from (see
+	// docs/placement.md, "Promotion"). Sent on every heartbeat; the
+	// control plane keeps the latest. At most MaxPositions.
+	Positions []ShardPosition `json:"positions,omitempty"`
+}
+
+// MaxSuspects bounds BrokerHeartbeat.Suspects.
+const MaxSuspects = 4096
+
+// MaxPositions bounds BrokerHeartbeat.Positions: a broker holding more
+// copies reports the first MaxPositions (by shard) and the others' shards
+// cannot fail over to it until it holds fewer.
+const MaxPositions = 4096
+
+// ShardPosition is how far one broker holds one durable shard's log, as
+// its leader or as a follower.
+type ShardPosition struct {
+	Kind      string `json:"kind"`
+	TenantID  string `json:"tenant_id"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Shard     uint32 `json:"shard"`
+	// Generation is the generation the copy is held at: the broker's own
+	// as leader, the generation of the leader that last shipped to it as
+	// a follower.
+	Generation uint64 `json:"generation"`
+	// Leader is set when the broker leads the shard.
+	Leader bool `json:"leader,omitempty"`
+	// Durable is the offset past the last record the copy holds durably
+	// (under the broker's fsync policy).
+	Durable uint64 `json:"durable"`
+	// End, on a leader's position only, is the offset past its last
+	// record, durable or not.
+	End uint64 `json:"end,omitempty"`
+}
+
+// PositionReport is a broker's last report of positions as the control
+// plane keeps it: stamped with the storage identity the broker was
+// registered with when the report arrived, and the time it arrived (Unix
+// ms, the control-plane member's clock).
+type PositionReport struct {
+	StorageID string          `json:"storage_id"`
+	AtMs      int64           `json:"at_ms"`
+	Positions []ShardPosition `json:"positions,omitempty"`
+}
+
+// ShardSuspect is one silent leader a follower reports: the shard, and
+// the leader and generation it last knew.
+type ShardSuspect struct {
+	Kind       string `json:"kind"`
+	TenantID   string `json:"tenant_id"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Shard      uint32 `json:"shard"`
+	Generation uint64 `json:"generation"`
+	Leader     string `json:"leader"`
 }
 
 // Broker is one record of the broker registry (GET /v1/brokers). Times
@@ -102,6 +173,8 @@ type Broker struct {
 	LastHeartbeatMs int64 `json:"last_heartbeat_ms"`
 	// DownAtMs is when the leader marked it down (state down only).
 	DownAtMs int64 `json:"down_at_ms,omitempty"`
+	// Suspects is what its last heartbeat suspected (BrokerHeartbeat).
+	Suspects []ShardSuspect `json:"suspects,omitempty"`
 	// ShardsOwned is how many shards are placed on it (counted from the
 	// placement when the registry is read; not stored).
 	ShardsOwned int `json:"shards_owned"`

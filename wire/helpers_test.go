@@ -14,7 +14,7 @@ func u32p(v uint32) *uint32 { return &v }
 // sampleMessages returns one or more values of every JSON message type,
 // with every optional field both set and unset somewhere in the list.
 func sampleMessages() []Message {
-	return []Message{
+	return append([]Message{
 		&Auth{TenantID: "acme", Token: "header.claims.sig", ClientFlags: FlagBinaryEventBatchShared | FlagEventBatchOffsets, Features: FeatureErrorCodes | FeatureUnsupported},
 		&Auth{TenantID: "acme", Token: "t"},
 		&AuthOK{ServerFlags: 0x00db, ServerFeatures: 0x1b, PublishWindow: u32p(256)},
@@ -57,6 +57,14 @@ func sampleMessages() []Message {
 		&CacheConditionResult{RequestID: 9},
 		&CacheGetVersioned{TenantID: "acme", Namespace: "prod", Cache: "config", Key: "endpoints", RequestID: 10},
 		&PublishIf{TenantID: "acme", Namespace: "games", Stream: "match-7", Payloads: [][]byte{[]byte("tick")}, ExpectedOffset: u64p(120), RequestID: 9},
+		&Commit{TenantID: "acme", Namespace: "orders", Stream: "order-events", EntityKey: []byte("order-42"), Ops: []CommitOp{
+			{Op: CommitOpEnqueue, Stream: "order-events", Payload: []byte(`{"type":"placed"}`)},
+			{Op: CommitOpPut, Key: "order-42", Value: []byte(`{"status":"placed"}`)}, {Op: CommitOpDelete, Key: "cart-42"}}, RequestID: 12},
+		&Commit{TenantID: "acme", Namespace: "city", Stream: "ticks", Shard: u32p(2), Ops: []CommitOp{{Op: CommitOpPublish, Payload: []byte("t")}}, ExpectedOffset: u64p(7), RequestID: 13},
+		&StateGet{TenantID: "acme", Namespace: "orders", Stream: "order-events", EntityKey: []byte("order-42"), Key: "order-42", RequestID: 14},
+		&StateGet{TenantID: "acme", Namespace: "city", Stream: "ticks", Shard: u32p(2), Key: "district", RequestID: 15},
+		&StateValue{RequestID: 14, Key: "order-42", Value: []byte("v"), Version: u64p(41)},
+		&StateValue{RequestID: 15, Key: "district"},
 		&PublishIf{TenantID: "acme", Namespace: "games", Stream: "match-7", Payloads: [][]byte{{}, {0xff}}, Key: []byte("k"), ExpectedOffset: u64p(0), RequestID: 10},
 		&PublishIf{TenantID: "acme", Namespace: "games", Stream: "match-7", Payloads: [][]byte{[]byte("t")}, Shard: u32p(3), ExpectedOffset: u64p(1 << 40), RequestID: 11},
 		&PublishRefused{RequestID: 9, OffsetMismatch: &OffsetMismatch{Tail: 121}},
@@ -82,7 +90,7 @@ func sampleMessages() []Message {
 		&OffsetForTime{TenantID: "acme", Namespace: "prod", Stream: "events", Shard: 0, AtMicros: 1767225600000000, RequestID: 9},
 		&OffsetValue{Offset: u64p(48210), RequestID: 9},
 		&OffsetValue{RequestID: 9},
-	}
+	}, groupSamples()...)
 }
 
 // wantInvalid fails unless err is an *Error with code invalid_request.
@@ -111,8 +119,30 @@ func canonicalMessage(t testing.TB, m Message) Message {
 		c := *v
 		c.Detail = canonicalJSON(t, c.Detail)
 		return &c
+	case *Commit:
+		// An empty entity key, event payload or value is the same as
+		// none (encoded, each is left out).
+		c := *v
+		c.EntityKey = emptyAsNil(c.EntityKey)
+		c.Ops = make([]CommitOp, len(v.Ops))
+		for i, op := range v.Ops {
+			op.Payload, op.Value = emptyAsNil(op.Payload), emptyAsNil(op.Value)
+			c.Ops[i] = op
+		}
+		return &c
+	case *StateGet:
+		c := *v
+		c.EntityKey = emptyAsNil(c.EntityKey)
+		return &c
 	}
 	return m
+}
+
+func emptyAsNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 func canonicalJSON(t testing.TB, raw json.RawMessage) json.RawMessage {

@@ -271,6 +271,9 @@ func newMessage(t string) Message {
 	if m := newPublishIfMessage(t); m != nil {
 		return m
 	}
+	if m := newCommitMessage(t); m != nil {
+		return m
+	}
 	if m := newIdempotentMessage(t); m != nil {
 		return m
 	}
@@ -278,6 +281,9 @@ func newMessage(t string) Message {
 		return m
 	}
 	if m := newCounterMessage(t); m != nil {
+		return m
+	}
+	if m := newGroupMessage(t); m != nil {
 		return m
 	}
 	return newDurableMessage(t)
@@ -377,6 +383,10 @@ func normalizeKey(m Message) {
 			v.Key = nil
 		}
 	case *PublishIf:
+		if len(v.Key) == 0 {
+			v.Key = nil
+		}
+	case *PublishIdempotent:
 		if len(v.Key) == 0 {
 			v.Key = nil
 		}

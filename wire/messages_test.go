@@ -70,7 +70,11 @@ func TestEveryMessageTypeIsSampled(t *testing.T) {
 		"subscribe_cursor_error", "subscription_lagged", "stream_read", "stream_records",
 		"offset_for_time", "offset_value", "cache_put_if", "cache_delete_if",
 		"cache_condition_result", "cache_get_versioned", "publish_if", "publish_refused",
-		"producer_init", "producer_init_ok", "publish_idempotent"}
+		"commit", "state_get", "state_value",
+		"producer_init", "producer_init_ok", "publish_idempotent",
+		"group_poll", "group_records", "group_ack", "group_nack", "group_extend", "group_extended",
+		"group_dead_letter", "group_dead_letters", "group_dead_letter_list", "group_discard", "group_redrive",
+		"group_seek", "group_position", "group_describe", "group_info", "group_delete", "group_deleted"}
 	seen := map[string]bool{}
 	for _, m := range sampleMessages() {
 		seen[m.MessageType()] = true

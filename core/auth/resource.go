@@ -17,6 +17,8 @@ const (
 	ActionTenantManage    Action = "tenant.manage"  // namespaces, streams and caches of a tenant
 	ActionClusterManage   Action = "cluster.manage" // tenants, catalog feeds, cluster-wide state
 	ActionTokenCreate     Action = "token.create"   // minting tokens for a tenant
+	ActionGroupConsume    Action = "group.consume"  // consumer group polls, acks, nacks, dead letters, describe (on the stream)
+	ActionGroupManage     Action = "group.manage"   // consumer group seek and delete (on the stream)
 )
 
 // ClusterResource is the resource of cluster-wide operations.
@@ -42,7 +44,7 @@ func TenantResource(tenant string) string {
 // Actions lists every action Felix checks.
 var Actions = []Action{
 	ActionStreamPublish, ActionStreamSubscribe, ActionCacheRead, ActionCacheWrite,
-	ActionTenantManage, ActionClusterManage, ActionTokenCreate,
+	ActionTenantManage, ActionClusterManage, ActionTokenCreate, ActionGroupConsume, ActionGroupManage,
 }
 
 // CheckActions refuses the first permission whose action grants nothing:

@@ -51,6 +51,11 @@ type brokerCmd struct {
 	// too old: a broker whose record has a newer one is left live.
 	SeenHeartbeatMs int64    `json:"seen_hb_ms,omitempty"`
 	Features        []string `json:"features,omitempty"`
+	// Suspects (heartbeat) are the leaders the broker reports silent.
+	Suspects []wire.ShardSuspect `json:"suspects,omitempty"`
+	// Positions (heartbeat) are how far it holds each shard's log; kept
+	// in the positions bucket (positions.go), at most wire.MaxPositions.
+	Positions []wire.ShardPosition `json:"positions,omitempty"`
 }
 
 // CmdRegisterBroker encodes a broker's registration at atMs (Unix ms, the
@@ -61,8 +66,17 @@ func CmdRegisterBroker(reg wire.BrokerRegistration, atMs int64) []byte {
 
 // CmdHeartbeatBroker encodes a heartbeat of a live broker at atMs. The
 // result is the broker's record as JSON.
-func CmdHeartbeatBroker(nodeID, storageID string, atMs int64) []byte {
-	return encodeCmd(catalogCmd{Op: opHeartbeatBroker, Broker: &brokerCmd{NodeID: nodeID, StorageID: storageID, AtMs: atMs}})
+func CmdHeartbeatBroker(nodeID, storageID string, atMs int64, suspects ...wire.ShardSuspect) []byte {
+	return encodeCmd(catalogCmd{Op: opHeartbeatBroker, Broker: &brokerCmd{NodeID: nodeID, StorageID: storageID, AtMs: atMs, Suspects: suspects}})
+}
+
+// CmdHeartbeatBrokerReport encodes a heartbeat carrying its suspects and
+// its positions (kept as the broker's latest report, stamped with the
+// storage identity it is registered with; see Positions). The result is
+// the broker's record as JSON.
+func CmdHeartbeatBrokerReport(hb wire.BrokerHeartbeat, atMs int64) []byte {
+	return encodeCmd(catalogCmd{Op: opHeartbeatBroker, Broker: &brokerCmd{NodeID: hb.NodeID, StorageID: hb.StorageID, AtMs: atMs,
+		Suspects: hb.Suspects, Positions: hb.Positions}})
 }
 
 // CmdMarkBrokerDown encodes the leader's verdict that a live (or
@@ -134,7 +148,12 @@ func (w *writer) registerBroker(b *brokerCmd) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if has && old.State.Serving() && old.StorageID != reg.StorageID {
+	if reg.CrashedStorageID == reg.StorageID {
+		return nil, badCommand("broker_register: the crashed storage id is the storage id")
+	}
+	// A broker back from a crash under a new identity before it was
+	// marked down names the one it replaced: not a duplicate.
+	if has && old.State.Serving() && old.StorageID != reg.StorageID && reg.CrashedStorageID != old.StorageID {
 		return nil, conflict(fmt.Sprintf("duplicate node id: broker %q is %s with storage identity %s, and this one has %s; "+
 			"give each broker its own FELIX_NODE_ID, or wait until the other is marked down",
 			reg.NodeID, old.State, old.StorageID, reg.StorageID))
@@ -148,8 +167,17 @@ func (w *writer) registerBroker(b *brokerCmd) ([]byte, error) {
 	if err := w.finalizeOnFirstRegistration(reg.Features); err != nil {
 		return nil, err
 	}
+	if err := w.positionsNewIdentity(reg.NodeID, reg.StorageID); err != nil {
+		return nil, err
+	}
 	br := wire.Broker{BrokerRegistration: *reg, State: wire.BrokerLive, Registrations: old.Registrations + 1,
 		RegisteredAtMs: b.AtMs, LastHeartbeatMs: b.AtMs, ShardsOwned: old.ShardsOwned}
+	if has && br.CrashedStorageID == "" && old.StorageID == reg.StorageID {
+		// Registering again under the identity it took after a crash (a
+		// heartbeat refused, a restart in the same boot) keeps the crash
+		// on the record until placement no longer needs it.
+		br.CrashedStorageID = old.CrashedStorageID
+	}
 	br.Features = slices.Clone(reg.Features)
 	slices.Sort(br.Features)
 	br.Features = slices.Compact(br.Features)
@@ -228,8 +256,18 @@ func (w *writer) heartbeatBroker(b *brokerCmd) ([]byte, error) {
 		return nil, conflict(fmt.Sprintf("broker %q was marked down (no heartbeat since %d ms): it must register again", b.NodeID, br.LastHeartbeatMs))
 	case b.StorageID != br.StorageID:
 		return nil, conflict(fmt.Sprintf("broker %q is registered with storage identity %s, not %s: a stale or duplicate broker", b.NodeID, br.StorageID, b.StorageID))
+	case len(b.Positions) > wire.MaxPositions:
+		return nil, badCommand(fmt.Sprintf("broker %q reported %d positions; at most %d", b.NodeID, len(b.Positions), wire.MaxPositions))
 	}
-	br.LastHeartbeatMs = max(br.LastHeartbeatMs, b.AtMs) // a late copy never moves it back
+	if b.AtMs >= br.LastHeartbeatMs {
+		// A late copy neither moves the time back nor brings back what
+		// a newer heartbeat no longer suspects, or older positions.
+		br.LastHeartbeatMs = b.AtMs
+		br.Suspects = b.Suspects
+		if err := w.recordPositions(b.NodeID, br.StorageID, b.AtMs, b.Positions); err != nil {
+			return nil, err
+		}
+	}
 	return w.putAndAnswer(br)
 }
 

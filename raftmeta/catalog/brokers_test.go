@@ -219,6 +219,48 @@ func brokerScript() [][]byte {
 		CmdFinalizeFeatures(nil),
 		CmdFinalizeFeatures([]string{"nope"}),
 		[]byte(`{"v":1,"op":"broker_register"}`),
+		CmdRegisterBroker(crashedReg("b2", "s2c", "s2", all...), 20003),
+		CmdRegisterBroker(crashedReg("b2", "s2c", "s2c", all...), 20004), // crashed is itself
+	}
+}
+
+// crashedReg is a registration of node under sid, back after a crash of
+// its identity crashed.
+func crashedReg(node, sid, crashed string, features ...string) wire.BrokerRegistration {
+	reg := brokerReg(node, sid, features...)
+	reg.CrashedStorageID = crashed
+	return reg
+}
+
+func TestABrokerBackAfterACrashKeepsTheIdentityItReplacedOnItsRecord(t *testing.T) {
+	a := &applier{t: t, c: openTestCatalog(t)}
+	a.record(CmdRegisterBroker(brokerReg("b1", "s1"), 1000))
+	// Back under a new identity before it was marked down: not a
+	// duplicate, since it names the identity it replaced.
+	br := a.record(CmdRegisterBroker(crashedReg("b1", "s2", "s1"), 2000))
+	if br.StorageID != "s2" || br.CrashedStorageID != "s1" || br.State != wire.BrokerLive {
+		t.Fatalf("back after a crash %+v", br)
+	}
+	// Registering again under s2 without naming the crash (a heartbeat
+	// refused, a restart in the same boot) keeps it on the record.
+	if br = a.record(CmdRegisterBroker(brokerReg("b1", "s2"), 3000)); br.CrashedStorageID != "s1" {
+		t.Fatalf("registered again %+v", br)
+	}
+	// Naming an identity it never had is no excuse for a duplicate.
+	a.refused(CmdRegisterBroker(crashedReg("b1", "s3", "s1"), 3500), ErrConflict, "duplicate node id")
+	a.refused(CmdRegisterBroker(crashedReg("b1", "s2", "s2"), 3600), ErrBadCommand, "crashed storage id")
+	// A new identity without a crash (a wiped directory) clears it.
+	if res, err := a.apply(CmdMarkBrokerDown("b1", 3000, 20000)); err != nil || string(res) != "1" {
+		t.Fatalf("mark down: %q %v", res, err)
+	}
+	if br = a.record(CmdRegisterBroker(brokerReg("b1", "s4"), 21000)); br.CrashedStorageID != "" {
+		t.Fatalf("after a wiped directory %+v", br)
+	}
+	// A record written before the field existed decodes without it.
+	var old wire.Broker
+	if err := json.Unmarshal([]byte(`{"node_id":"b9","client_addrs":["x:1"],"features":[],"storage_id":"s9","state":"live"}`), &old); err != nil ||
+		old.CrashedStorageID != "" || old.StorageID != "s9" {
+		t.Fatalf("old record %+v %v", old, err)
 	}
 }
 
@@ -246,5 +288,20 @@ func TestBrokerCommandsAreDeterministic(t *testing.T) {
 	bz, _ := z.Brokers()
 	if fmt.Sprint(bx) != fmt.Sprint(bz) || len(bz) != 2 {
 		t.Fatalf("restored registry %+v, want %+v", bz, bx)
+	}
+}
+
+func TestAHeartbeatCarriesItsSuspectsAndALateOneDoesNotBringThemBack(t *testing.T) {
+	a := &applier{t: t, c: openTestCatalog(t)}
+	a.record(CmdRegisterBroker(brokerReg("b1", "s1"), 1000))
+	sus := wire.ShardSuspect{Kind: "stream", TenantID: "t", Namespace: "ns", Name: "s", Shard: 2, Generation: 7, Leader: "b2"}
+	if br := a.record(CmdHeartbeatBroker("b1", "s1", 2000, sus)); len(br.Suspects) != 1 || br.Suspects[0] != sus {
+		t.Fatalf("suspects %+v", br.Suspects)
+	}
+	if br := a.record(CmdHeartbeatBroker("b1", "s1", 3000)); len(br.Suspects) != 0 {
+		t.Fatalf("suspects kept after a heartbeat without them: %+v", br.Suspects)
+	}
+	if br := a.record(CmdHeartbeatBroker("b1", "s1", 2500, sus)); len(br.Suspects) != 0 {
+		t.Fatalf("a late heartbeat brought suspects back: %+v", br.Suspects)
 	}
 }

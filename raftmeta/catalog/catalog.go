@@ -66,6 +66,12 @@ type Catalog struct {
 	applied atomic.Uint64
 	// inputsC is PlacementInputsChanged's channel once asked for (nil before).
 	inputsC atomic.Pointer[chan struct{}]
+	// viewC is ClusterChanged's channel: closed, and replaced, once a
+	// transaction that applied a view input commits (viewDirty says one
+	// did). Commands are applied one at a time, so the flag set by one
+	// apply is consumed by its own commit.
+	viewC     atomic.Pointer[chan struct{}]
+	viewDirty atomic.Bool
 }
 
 // The node finds ApplyBatch by a type assertion, so a signature that
@@ -131,7 +137,7 @@ func OpenCatalog(path string, opts ...CatalogOption) (*Catalog, error) {
 }
 
 func createCatalogBuckets(tx *bolt.Tx) error {
-	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog, catBrokersBucket, catFleetBucket, catPlacementBucket}
+	names := [][]byte{catMetaBucket, catStateBucket, catIdemBucket, catIdemLog, catReqBucket, catReqLog, catBrokersBucket, catFleetBucket, catPlacementBucket, catPositionsBucket}
 	for _, k := range FeedKinds {
 		names = append(names, liveBucket(k), logBucket(k))
 	}
@@ -170,6 +176,9 @@ func (c *Catalog) update(fn func(*bolt.Tx) error) error {
 	})
 	if err == nil {
 		c.applied.Store(applied)
+	}
+	if c.viewDirty.Swap(false) {
+		c.broadcastClusterChanged()
 	}
 	return err
 }
@@ -246,6 +255,9 @@ func (c *Catalog) applyCmd(tx *bolt.Tx, cmd catalogCmd) ([]byte, error) {
 	}
 	w := &writer{tx: tx, keep: c.keep}
 	c.notifyPlacementInputs(cmd)
+	if viewInput(cmd) {
+		c.viewDirty.Store(true)
+	}
 	switch cmd.Op {
 	case opWrite:
 		return nil, w.applyWrite(cmd)
@@ -284,6 +296,7 @@ func (c *Catalog) Snapshot() (io.ReadCloser, uint64, error) {
 
 // Restore implements fsm.StateMachine.
 func (c *Catalog) Restore(r io.Reader) error {
+	c.viewDirty.Store(true)
 	return c.update(func(tx *bolt.Tx) error {
 		if err := fsm.RestoreBoltSnapshot(tx, r); err != nil {
 			return err

@@ -194,11 +194,15 @@ func (c *Catalog) ResourcePlacement(kind, tenant, ns, name string) ([]wire.Shard
 }
 
 // PlacementInput is what a placement pass reads, all from one
-// transaction: the brokers, every stream and cache, and the placement.
+// transaction: the brokers, their position reports, every stream and
+// cache, and the placement.
 type PlacementInput struct {
 	Brokers []wire.Broker
-	Streams []wire.StreamSpec
-	Caches  []wire.CacheSpec
+	// Positions are the brokers' kept position reports, by node id
+	// (deregistered brokers' too).
+	Positions []BrokerPositions
+	Streams   []wire.StreamSpec
+	Caches    []wire.CacheSpec
 	PlacementState
 }
 
@@ -208,6 +212,9 @@ func (c *Catalog) PlacementInput() (PlacementInput, error) {
 	err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
 		if in.Brokers, err = brokersIn(tx); err != nil {
+			return err
+		}
+		if in.Positions, err = positionsIn(tx); err != nil {
 			return err
 		}
 		if in.PlacementState, err = placementState(tx); err != nil {

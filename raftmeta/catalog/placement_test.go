@@ -129,3 +129,41 @@ func TestPlacementInputAndSignal(t *testing.T) {
 		t.Fatalf("%+v %v", in, err)
 	}
 }
+
+// ClusterChanged's channel closes once a command that may change the
+// cluster view commits, and only then; a stream write leaves it open.
+func TestClusterChangedClosesOnViewInputs(t *testing.T) {
+	a := &applier{t: t, c: openTestCatalog(t)}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := a.c.ClusterChanged()
+	if a.c.ClusterChanged() != ch {
+		t.Fatal("a second call gave another channel")
+	}
+	if _, err := a.apply(CmdWrite(wire.KindTenants, ModeCreate, wire.CatalogItem{Tenant: &wire.Tenant{TenantID: "t"}})); err != nil {
+		t.Fatal(err)
+	}
+	if closed(ch) {
+		t.Fatal("a tenant write closed the channel")
+	}
+	a.record(CmdRegisterBroker(brokerReg("b1", "s1", wire.FleetJumpHashRouting), 1000))
+	if !closed(ch) {
+		t.Fatal("a registration left the channel open")
+	}
+	next := a.c.ClusterChanged()
+	if next == ch || closed(next) {
+		t.Fatal("no fresh channel after the close")
+	}
+	if _, err := a.apply(CmdMarkBrokerDown("b1", 1000, 20000)); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(next) {
+		t.Fatal("marking a broker down left the channel open")
+	}
+}

@@ -183,7 +183,20 @@ func (s *Server) placementSettled() bool {
 	return true
 }
 
-// startViewLoop runs the polling loop under bgWG until Shutdown.
+// ClusterViewWatcher is a ClusterViewSource that can also hold a call
+// until the view's tag is not known (the control plane's Service in
+// process; the HTTP source, GET /v1/cluster/view/changes): the new tag
+// and changed=true, or changed=false once wait passed unchanged.
+type ClusterViewWatcher interface {
+	WaitClusterViewChange(ctx context.Context, known string, wait time.Duration) (tag string, changed bool, err error)
+}
+
+// viewWatchWait is how long one watch call is held; below the HTTP
+// source's client timeout.
+const viewWatchWait = 5 * time.Second
+
+// startViewLoop runs the polling loop, and the watch loop when the
+// source can watch, under bgWG until Shutdown.
 func (s *Server) startViewLoop() {
 	if s.cluster == nil {
 		return
@@ -193,6 +206,43 @@ func (s *Server) startViewLoop() {
 		defer s.bgWG.Done()
 		s.viewLoop(s.bgCtx)
 	}()
+	if w, ok := s.cluster.(ClusterViewWatcher); ok {
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			s.watchView(s.bgCtx, w)
+		}()
+	}
+}
+
+// watchView holds a watch call open while the view is unchanged and
+// fetches the view (through the one lookup, so views still apply in
+// fetch order) as soon as it answers that the tag moved: a placement
+// change such as a failover's promotion reaches this broker when the
+// control plane member has applied it, not at the next poll. The poll
+// stays as the safety net. A failed watch, or a change the fetch did not
+// bring (the fetch failed, or this member is ahead of the one fetched
+// from), waits one polling interval before the next watch, so the loop
+// never spins.
+func (s *Server) watchView(ctx context.Context, w ClusterViewWatcher) {
+	for ctx.Err() == nil {
+		known := s.routes.Tag()
+		tag, changed, err := w.WaitClusterViewChange(ctx, known, viewWatchWait)
+		switch {
+		case err != nil:
+		case !changed:
+			continue
+		default:
+			s.metrics.viewWakeups.Inc()
+			s.view.lookup.refresh(ctx)
+			if s.routes.Tag() == tag {
+				continue
+			}
+		}
+		if !sleepCtx(ctx, s.cfg.ClusterViewInterval) {
+			return
+		}
+	}
 }
 
 // viewLoop refreshes the view every ClusterViewInterval until ctx ends.

@@ -315,3 +315,62 @@ func TestBrokerNewStreamFetchesTheView(t *testing.T) {
 		t.Fatalf("fetch sent known=%q", known)
 	}
 }
+
+// watchedViews is a scriptedViews that can also watch: a watch call
+// holds until the view is set to another tag (or its wait passes).
+type watchedViews struct {
+	*scriptedViews
+	changed chan struct{} // one slot: set was called
+}
+
+func (f *watchedViews) set(v wire.ClusterView) {
+	f.scriptedViews.set(v)
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *watchedViews) WaitClusterViewChange(ctx context.Context, known string, wait time.Duration) (string, bool, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		tag := f.view.Tag
+		f.mu.Unlock()
+		if tag != known {
+			return tag, true, nil
+		}
+		select {
+		case <-f.changed:
+		case <-t.C:
+			return "", false, nil
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		}
+	}
+}
+
+// With a source that can watch, a changed view is applied as soon as
+// the watch announces it, though the poll is an hour away.
+func TestBrokerWatchesClusterView(t *testing.T) {
+	views := &watchedViews{scriptedViews: newScriptedViews(selfView("v1", sa("s", 0, "broker-7", 1, ""))), changed: make(chan struct{}, 1)}
+	srv := startClustered(t, views, nil, maxClusterViewInterval)
+	if srv.routes.Tag() != "v1" {
+		t.Fatalf("after Start: tag %q", srv.routes.Tag())
+	}
+	views.set(selfView("v2", sa("s", 0, "broker-8", 2, "")))
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.routes.Tag() != "v2" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watched change was not applied: tag %q", srv.routes.Tag())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := route0(srv, "s"); r.NodeID != "broker-8" || r.Generation != 2 {
+		t.Fatalf("s/0 after the change: %+v", r)
+	}
+	if !strings.Contains(metricsText(srv), "felix_broker_cluster_view_wakeups_total 1") {
+		t.Fatalf("wakeups not counted:\n%s", metricsText(srv))
+	}
+}

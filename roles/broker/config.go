@@ -65,6 +65,17 @@ type Config struct {
 	// (FELIX_PUB_LANE_DEPTH, default 512). Past it a publish is refused
 	// (acked) or dropped (fire-and-forget) as publish_queue_full.
 	PublishLaneDepth int
+	// QuorumTimeout bounds how long an acked publish to a Quorum shard
+	// waits for a majority of its replicas before it is answered
+	// quorum_timeout, outcome unknown (FELIX_PUBLISH_QUORUM_TIMEOUT_MS,
+	// default 5000).
+	QuorumTimeout time.Duration
+	// HandoffTimeout bounds the planned handoff a shutdown starts with:
+	// each durable shard this broker leads with a follower is handed to a
+	// caught-up follower first (handoff.go); what is still led when it
+	// runs out is left to fail over (FELIX_SHUTDOWN_HANDOFF_TIMEOUT_MS,
+	// default 30000; 0 turns the handoff off).
+	HandoffTimeout time.Duration
 	// PubIngressWait makes fire-and-forget publishes wait for room instead
 	// of being dropped, pushing back through QUIC flow control
 	// (FELIX_PUB_INGRESS_WAIT, default false).
@@ -120,6 +131,12 @@ type Config struct {
 	// log page a catching-up subscription reads
 	// (FELIX_DURABLE_MAX_RECORDS_PER_READ, default 1000).
 	MaxRecordsPerRead int
+	// GroupMaxWait caps how long a group_poll may wait for work
+	// (FELIX_GROUP_MAX_WAIT_MS, default 30000).
+	GroupMaxWait time.Duration
+	// GroupMaxWaitingPolls bounds the group polls waiting for work at once
+	// on the broker (default 4096); past it a poll is answered at once.
+	GroupMaxWaitingPolls int
 	// RetentionInterval is how often age-based retention runs
 	// (FELIX_DURABLE_RETENTION_CHECK_MS, default 10000).
 	RetentionInterval time.Duration
@@ -133,7 +150,11 @@ type Config struct {
 	// per cache watch), FELIX_CACHE_WATCH_MAX_BYTES_TOTAL (256 MiB queued
 	// over every cache watch), FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD (1024
 	// producers remembered per shard), FELIX_IDEMPOTENT_SCAN_RECORDS
-	// (262,144 newest records read to rebuild a durable shard's producers).
+	// (262,144 newest records read to rebuild a durable shard's producers),
+	// FELIX_GROUP_VISIBILITY_TIMEOUT_MS (30000), FELIX_GROUP_MAX_VISIBILITY_MS
+	// (12 h), FELIX_GROUP_MAX_IN_FLIGHT (1000 per group),
+	// FELIX_GROUP_MAX_ATTEMPTS (5), FELIX_GROUP_MAX_DEAD_LETTERS (10,000 per
+	// group), FELIX_GROUP_IDLE_EVICT_MS (600000).
 	Core core.Config
 	// Sched configures the publish scheduler: FELIX_PUB_QUEUE_DEPTH (512
 	// slots per tenant), FELIX_PUB_MAX_QUEUED (8192), FELIX_PUB_WORKERS
@@ -157,6 +178,8 @@ func DefaultConfig() Config {
 		PublishConnInflightBytes:  64 << 20,
 		PublishTotalInflightBytes: 512 << 20,
 		PublishLaneDepth:          512,
+		QuorumTimeout:             5 * time.Second,
+		HandoffTimeout:            30 * time.Second,
 		MaxOwedAcks:               1024,
 		PublishWindow:             256,
 		EventBatchMaxEvents:       64,
@@ -171,8 +194,10 @@ func DefaultConfig() Config {
 			CacheIndexBytes:      core.DefaultCacheIndexBytes,
 			CacheCompactInterval: core.DefaultCacheCompactInterval,
 		},
-		MaxRecordsPerRead: 1000,
-		RetentionInterval: 10 * time.Second,
+		MaxRecordsPerRead:    1000,
+		GroupMaxWait:         30 * time.Second,
+		GroupMaxWaitingPolls: 4096,
+		RetentionInterval:    10 * time.Second,
 		Core: core.Config{
 			SubQueueCapacity:   512,
 			SubQueueMaxBytes:   64 << 20,
@@ -279,6 +304,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	r.int64(&c.PublishConnInflightBytes, "FELIX_BROKER_PUBLISH_CONN_TOTAL_INFLIGHT_BYTES", 1<<10, math.MaxInt64)
 	r.int64(&c.PublishTotalInflightBytes, "FELIX_BROKER_PUBLISH_TOTAL_INFLIGHT_BYTES", 1<<10, math.MaxInt64)
 	r.int(&c.PublishLaneDepth, "FELIX_PUB_LANE_DEPTH", 1, math.MaxInt32)
+	r.millis(&c.QuorumTimeout, "FELIX_PUBLISH_QUORUM_TIMEOUT_MS", 1)
+	r.millis(&c.HandoffTimeout, "FELIX_SHUTDOWN_HANDOFF_TIMEOUT_MS", 0)
 	r.bool(&c.PubIngressWait, "FELIX_PUB_INGRESS_WAIT")
 	r.bool(&c.AckOnCommit, "FELIX_ACK_ON_COMMIT")
 	c.AckOnEnqueue = !c.AckOnCommit && strings.TrimSpace(getenv("FELIX_ACK_ON_COMMIT")) != ""
@@ -288,6 +315,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	r.peer(&c.Peer)
 	r.int(&c.MaxRecordsPerRead, "FELIX_DURABLE_MAX_RECORDS_PER_READ", 1, 1<<20)
 	r.millis(&c.RetentionInterval, "FELIX_DURABLE_RETENTION_CHECK_MS", 1)
+	r.millis(&c.GroupMaxWait, "FELIX_GROUP_MAX_WAIT_MS", 0)
 	r.int(&c.MaxOwedAcks, "FELIX_BROKER_MAX_OWED_ACKS", 1, 1<<20)
 	r.int(&c.PublishWindow, "FELIX_BROKER_PUBLISH_WINDOW", 0, 1<<16)
 	r.int(&c.EventBatchMaxEvents, "FELIX_EVENT_BATCH_MAX_EVENTS", 1, 1<<16)
@@ -310,6 +338,7 @@ func (r *envReader) coreConfig(c *core.Config) {
 	r.int64(&c.ReplayRingMaxBytes, "FELIX_REPLAY_RING_MAX_BYTES", 0, math.MaxInt64)
 	r.int(&c.ProducersPerShard, "FELIX_IDEMPOTENT_PRODUCERS_PER_SHARD", 1, math.MaxInt32)
 	r.int(&c.ProducerScanRecords, "FELIX_IDEMPOTENT_SCAN_RECORDS", 1, math.MaxInt32)
+	r.int64(&c.CommitStateMaxBytes, "FELIX_COMMIT_STATE_MAX_BYTES", 1, math.MaxInt64)
 	r.int64(&c.CacheWatchHistoryBytes, "FELIX_CACHE_WATCH_HISTORY_BYTES", 0, math.MaxInt64)
 	if c.CacheWatchHistoryBytes == 0 && strings.TrimSpace(r.get("FELIX_CACHE_WATCH_HISTORY_BYTES")) != "" {
 		c.CacheWatchHistoryBytes = -1 // 0 disables; core reads 0 as the default
@@ -317,6 +346,12 @@ func (r *envReader) coreConfig(c *core.Config) {
 	r.int64(&c.CacheWatchHistoryBytesTotal, "FELIX_CACHE_WATCH_HISTORY_BYTES_TOTAL", 1, math.MaxInt64)
 	r.int64(&c.CacheWatchMaxBytes, "FELIX_CACHE_WATCH_MAX_BYTES", 1, math.MaxInt64)
 	r.int64(&c.CacheWatchMaxBytesTotal, "FELIX_CACHE_WATCH_MAX_BYTES_TOTAL", 1, math.MaxInt64)
+	r.millis(&c.Groups.Visibility, "FELIX_GROUP_VISIBILITY_TIMEOUT_MS", 1)
+	r.millis(&c.Groups.MaxVisibility, "FELIX_GROUP_MAX_VISIBILITY_MS", 1)
+	r.int(&c.Groups.MaxInFlight, "FELIX_GROUP_MAX_IN_FLIGHT", 1, 1<<20)
+	r.int(&c.Groups.MaxAttempts, "FELIX_GROUP_MAX_ATTEMPTS", 1, 1<<20)
+	r.int(&c.Groups.MaxDeadLetters, "FELIX_GROUP_MAX_DEAD_LETTERS", 1, 1<<24)
+	r.millis(&c.Groups.IdleEvict, "FELIX_GROUP_IDLE_EVICT_MS", 1)
 	if v := strings.TrimSpace(r.get("FELIX_SUB_QUEUE_POLICY")); v != "" {
 		p, err := core.ParseQueuePolicy(v)
 		if err != nil {
@@ -344,6 +379,8 @@ func (c *Config) Validate() error {
 	check(c.PublishConnInflightBytes > 0, "PublishConnInflightBytes (FELIX_BROKER_PUBLISH_CONN_TOTAL_INFLIGHT_BYTES)")
 	check(c.PublishTotalInflightBytes > 0, "PublishTotalInflightBytes (FELIX_BROKER_PUBLISH_TOTAL_INFLIGHT_BYTES)")
 	check(c.PublishLaneDepth > 0, "PublishLaneDepth (FELIX_PUB_LANE_DEPTH)")
+	check(c.QuorumTimeout > 0, "QuorumTimeout (FELIX_PUBLISH_QUORUM_TIMEOUT_MS)")
+	check(c.HandoffTimeout >= 0, "HandoffTimeout (FELIX_SHUTDOWN_HANDOFF_TIMEOUT_MS)")
 	check(c.MaxOwedAcks > 0, "MaxOwedAcks (FELIX_BROKER_MAX_OWED_ACKS)")
 	check(c.EventBatchMaxEvents > 0, "EventBatchMaxEvents (FELIX_EVENT_BATCH_MAX_EVENTS)")
 	check(c.EventBatchMaxBytes > 0, "EventBatchMaxBytes (FELIX_EVENT_BATCH_MAX_BYTES)")

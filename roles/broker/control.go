@@ -27,9 +27,13 @@ const (
 	// read a log.
 	// FEATURE_COUNTERS is among them: counters are durable only.
 	// FEATURE_PUBLISH_CONDITIONAL too: publish_if compares a log's next
-	// offset.
+	// offset; and FEATURE_ATOMIC_COMMIT: a commit is one log record.
 	DurableFeatures = wire.FeatureStreamRead | wire.FeatureRecordTimestamps | wire.FeatureSubscriptionLagged |
-		wire.FeatureCounters | wire.FeaturePublishConditional
+		wire.FeatureCounters | wire.FeaturePublishConditional | wire.FeatureAtomicCommit | GroupFeatures
+	// GroupFeatures are the consumer group bits (group.go): groups keep
+	// their cursors beside a shard's log, so only with durable storage.
+	GroupFeatures = wire.FeatureConsumerGroup | wire.FeatureGroupClaimControl | wire.FeatureGroupDeadLetters |
+		wire.FeatureGroupAdmin | wire.FeatureGroupPublisher
 )
 
 // serverFeatures returns the feature bits this broker advertises.
@@ -84,6 +88,9 @@ type controlStream struct {
 	// them.
 	durableAnswers gogroup.Group
 	durable        durableWaiter // the answers durableAnswers waits for (cache.go)
+	// ended is closed when the read loop ends, so waiting group polls
+	// answer at once (group.go).
+	ended chan struct{}
 }
 
 // loopEnd says how a request stream's read loop ended.
@@ -99,10 +106,11 @@ func (c *connection) serveControl(st transport.Stream) {
 	defer c.track(st)()
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	cs := &controlStream{c: c, srv: c.srv, r: &idleReader{r: st, c: c}, rd: st, ctx: ctx}
+	cs := &controlStream{c: c, srv: c.srv, r: &idleReader{r: st, c: c}, rd: st, ctx: ctx, ended: make(chan struct{})}
 	cs.out = newStreamWriter(st, c.srv.cfg.MaxOwedAcks, c.srv.metrics.outAckDepth, cancel)
 	defer cs.release()
 	end := cs.loop()
+	close(cs.ended)
 	cs.durableAnswers.Close()
 	cs.out.waitOwed(ctx)
 	cs.out.stop()
@@ -184,6 +192,16 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 			return cs.handleUnknown(msg.MessageType(), f.Payload)
 		}
 		cs.handlePublishIf(m) // publish_if.go
+	case *wire.Commit:
+		if cs.srv.serverFeatures()&wire.FeatureAtomicCommit == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleCommit(m) // commit.go
+	case *wire.StateGet:
+		if cs.srv.serverFeatures()&wire.FeatureAtomicCommit == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleStateGet(m)
 	case *wire.ProducerInit:
 		cs.handleProducerInit(m) // idempotent.go
 	case *wire.PublishIdempotent:
@@ -224,6 +242,17 @@ func (cs *controlStream) handleFrame(f wire.Frame) bool {
 			return cs.handleUnknown(msg.MessageType(), f.Payload)
 		}
 		cs.handleCounterGet(m)
+	case *wire.GroupPoll:
+		if cs.srv.serverFeatures()&wire.FeatureConsumerGroup == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleGroupPoll(m) // group.go
+	case *wire.GroupAck, *wire.GroupNack, *wire.GroupExtend, *wire.GroupDeadLetter, *wire.GroupDeadLetters,
+		*wire.GroupDiscard, *wire.GroupRedrive, *wire.GroupSeek, *wire.GroupDescribe, *wire.GroupDelete:
+		if cs.srv.serverFeatures()&wire.FeatureConsumerGroup == 0 {
+			return cs.handleUnknown(msg.MessageType(), f.Payload)
+		}
+		cs.handleGroup(m)
 	case *wire.StreamInfo:
 		cs.handleStreamInfo(m)
 	case *wire.CacheKeys:

@@ -27,9 +27,10 @@ func publishAcked(t *testing.T, s *tstream, stream string, first, n int) []uint6
 	var offs []uint64
 	for i := first; i < first+n; i++ {
 		s.write(binPublish(stream, true, uint64(i+1), numbered(i)))
-		ok, isOK := s.recv().(*wire.PublishOK)
+		m := s.recv()
+		ok, isOK := m.(*wire.PublishOK)
 		if !isOK || ok.RequestID != uint64(i+1) {
-			t.Fatalf("publish %d not acked: %#v", i, ok)
+			t.Fatalf("publish %d not acked: %#v", i, m)
 		}
 		if ok.Offset == nil {
 			t.Fatalf("publish_ok %d carries no offset", i)

@@ -443,11 +443,21 @@ func (s *Server) cacheRoute(tenant, ns, cache, key string) (uint32, Route) {
 // --- the owner ---
 
 // handlePeerCall answers the calls other brokers make on the peer link.
-func (s *Server) handlePeerCall(ctx context.Context, _ peer.Peer, req peer.Request) peer.Reply {
+func (s *Server) handlePeerCall(ctx context.Context, from peer.Peer, req peer.Request) peer.Reply {
 	if hook := s.fwd.callHook.Load(); hook != nil {
 		(*hook)(ctx, req.Type)
 	}
 	switch req.Type {
+	case TypeReplAppend:
+		return s.serveReplAppend(ctx, from, req)
+	case TypeReplFence:
+		return s.serveReplFence(from, req)
+	case TypeReplRead:
+		return s.serveReplRead(from, req)
+	case TypeReplGroups:
+		return s.serveReplGroups(from, req)
+	case TypeReplGroupsRead:
+		return s.serveReplGroupsRead(from, req)
 	case TypeFwdPublish:
 		s.fwd.received.Inc()
 		return s.serveForwardedPublish(ctx, req)
@@ -512,7 +522,8 @@ func (s *Server) serveForwardedPublish(ctx context.Context, req peer.Request) pe
 	if e != nil {
 		return peer.ErrorReply(e)
 	}
-	p := &ownerPublish{srv: s, tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
+	p := &ownerPublish{srv: s, ref: shardRef{kind: wire.ShardKindStream, tenant: h.TenantID, ns: h.Namespace, name: h.Stream, shard: h.Shard},
+		tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
 		payloads: payloads, subject: id.Subject, res: make(chan ownerResult, 1)}
 	if !p.admit(sched.LaneKey{Stream: st.Key(), Shard: h.Shard}) {
 		s.metrics.queueFullByTenant.get(h.TenantID).Inc()
@@ -572,6 +583,7 @@ func (s *Server) forwardedShard(ctx context.Context, tenant, ns, stream string, 
 // without a client stream (the answer goes back on the peer call).
 type ownerPublish struct {
 	srv      *Server
+	ref      shardRef
 	tenant   string
 	shard    *core.Shard
 	policy   core.QueuePolicy
@@ -634,7 +646,13 @@ func (p *ownerPublish) release() {
 func (p *ownerPublish) run() {
 	srv := p.srv
 	if p.durable {
-		srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, nil, p.settle)
+		if !srv.handsOff() {
+			srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, nil, p.settle)
+			return
+		}
+		if srv.handoffs.enter(p.ref, p.resume) { // else parked (handoff_gate.go)
+			srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, nil, p.settleAt)
+		}
 		return
 	}
 	prev, done := srv.lanes.link(p.l)
@@ -657,6 +675,33 @@ func (p *ownerPublish) publish(prev <-chan struct{}, done chan struct{}) {
 	_, err := p.shard.Publish(srv.workCtx, p.payloads, p.subject)
 	close(done)
 	p.settle(err, nil)
+}
+
+// settleAt is settle for a publish that passed the shard's handoff gate.
+func (p *ownerPublish) settleAt(err error, offset *uint64) {
+	p.settle(err, offset)
+	p.srv.handoffs.leave(p.ref)
+}
+
+// resume runs a forwarded publish parked during a handoff: here when the
+// shard stayed, else it is refused with the route's answer (this broker
+// never forwards a forward again; the entry's client follows the
+// redirect).
+func (p *ownerPublish) resume(refuse *wire.Error) {
+	srv := p.srv
+	if refuse != nil {
+		srv.publishes.done()
+		p.settle(refuse, nil)
+		return
+	}
+	rt := srv.route(srv.workCtx, wire.ShardKindStream, p.ref.tenant, p.ref.ns, p.ref.name, p.ref.shard)
+	if rt.Local {
+		srv.handoffs.enterNow(p.ref)
+		srv.runDurablePublish(p.shard, p.payloads, p.subject, p.policy, nil, nil, p.settleAt)
+		return
+	}
+	srv.publishes.done()
+	p.settle(rt.Err(wire.ShardKindStream, p.ref.name, p.ref.shard), nil)
 }
 
 func (p *ownerPublish) settle(err error, offset *uint64) {

@@ -346,7 +346,8 @@ func (s *Server) serveForwardedPublishBatch(ctx context.Context, req peer.Reques
 			results[i].Error = toFwdError(c.e)
 			continue
 		}
-		p := &ownerPublish{srv: s, tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
+		p := &ownerPublish{srv: s, ref: shardRef{kind: wire.ShardKindStream, tenant: h.TenantID, ns: h.Namespace, name: h.Stream, shard: h.Shard},
+			tenant: h.TenantID, shard: sh, policy: st.Policy(), durable: sh.Durable(),
 			payloads: payloads[i], subject: c.id.Subject, res: make(chan ownerResult, 1)}
 		if !p.admit(lk) {
 			s.metrics.queueFullByTenant.get(h.TenantID).Inc()

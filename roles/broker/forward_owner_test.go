@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,15 +143,13 @@ func TestForwardToABrokerThatNeverOwnedTheShardIsNotLeader(t *testing.T) {
 
 func TestUnreachableOwnerIsRefusedNamingIt(t *testing.T) {
 	a, b := startCluster(t, wire.StreamSpec{Stream: "log"}, wire.StreamSpec{Stream: "mine"})
-	// A UDP socket that never answers: a QUIC dial to it waits until it
-	// gives up.
-	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	// An address that takes connections and never answers, over TCP and
+	// QUIC (a UDP socket on the same port): a peer dial to it waits until
+	// it gives up. (A port nobody listens at would refuse a TCP dial at
+	// once.)
+	silent := silentAddr(t)
 	v := viewOf("v1", []*env{a, b}, owned(wire.ShardKindStream, "log", 0, "broker-b"), owned(wire.ShardKindStream, "mine", 0, "broker-a"))
-	v.Brokers[1].PeerAddr = silent.LocalAddr().String()
+	v.Brokers[1].PeerAddr = silent
 	apply(a, v)
 	a.srv.fwd.timeout = time.Second
 
@@ -163,7 +162,7 @@ func TestUnreachableOwnerIsRefusedNamingIt(t *testing.T) {
 		t.Fatalf("a local publish behind the forward answered %#v", ok)
 	}
 	e := expectCode(t, s.recv(), wire.CodeShardUnavailable)
-	addr := silent.LocalAddr().String()
+	addr := silent
 	if e.Retry != wire.RetryRetry || e.Detail[wire.DetailReason] != fwdFailNotSent || e.Detail["node_id"] != "broker-b" ||
 		e.Detail["peer_addr"] != addr || !strings.Contains(e.Message, "broker-b") || !strings.Contains(e.Message, addr) ||
 		!strings.Contains(e.Message, "cannot reach") {
@@ -234,4 +233,47 @@ func TestForwardedCacheBatchNotesTheOwnersGeneration(t *testing.T) {
 			t.Fatalf("op %d refused: %+v", i, r.Error)
 		}
 	}
+}
+
+// silentAddr returns a loopback address whose TCP listener accepts
+// connections and never answers on them, with a UDP socket on the same
+// port that never answers either; both close when the test ends.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			pc.Close() // the TCP port is taken: try another
+			continue
+		}
+		var mu sync.Mutex
+		var held []net.Conn
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+			}
+		}()
+		t.Cleanup(func() {
+			ln.Close()
+			pc.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range held {
+				c.Close()
+			}
+		})
+		return pc.LocalAddr().String()
+	}
+	t.Fatal("no port free for both TCP and UDP")
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,22 @@ func startCluster(t testing.TB, streams ...wire.StreamSpec) (a, b *env) {
 
 // startPair is startCluster with each broker's config adjusted by tune.
 func startPair(t testing.TB, tune func(*Config), streams ...wire.StreamSpec) (a, b *env) {
+	envs := startBrokers(t, 2, tune, streams...)
+	return envs[0], envs[1]
+}
+
+// startBrokers starts n brokers named broker-a, broker-b, ... as
+// startPair does.
+func startBrokers(t testing.TB, n int, tune func(*Config), streams ...wire.StreamSpec) []*env {
 	t.Helper()
-	dirs := sharedDevCA(t, 2)
+	return startBrokersWith(t, n, tune, nil, streams...)
+}
+
+// startBrokersWith is startBrokers with every broker fetching its view
+// from cluster; nil gives each its own viewSource.
+func startBrokersWith(t testing.TB, n int, tune func(*Config), cluster ClusterViewSource, streams ...wire.StreamSpec) []*env {
+	t.Helper()
+	dirs := sharedDevCA(t, n)
 	signer, jwks := testSigner(t)
 	start := func(id, dir string) *env {
 		cfg := peerConfig(id, dir)
@@ -69,10 +84,22 @@ func startPair(t testing.TB, tune func(*Config), streams ...wire.StreamSpec) (a,
 			src.streams = append(src.streams, s)
 		}
 		tlsCfg, roots := testTLS(t)
-		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: &viewSource{}}
+		var w io.Writer = io.Discard
+		if os.Getenv("FELIX_TEST_LOG") != "" {
+			w = os.Stderr
+		}
+		var cs ClusterViewSource = &viewSource{}
+		if cluster != nil {
+			cs = cluster
+		}
+		deps := Deps{Catalog: src, TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(w, nil)).With("node", id), Cluster: cs}
 		return startServer(t, cfg, deps, signer, roots, src)
 	}
-	return start("broker-a", dirs[0]), start("broker-b", dirs[1])
+	envs := make([]*env, n)
+	for i := range envs {
+		envs[i] = start("broker-"+string(rune('a'+i)), dirs[i])
+	}
+	return envs
 }
 
 // owned assigns a shard to a node ("" with unavailable for nobody).

@@ -34,6 +34,12 @@ func (s *Server) HTTPHandler() http.Handler {
 			metrics.WritePrometheus(w, true)
 		})
 	})
+	mux.HandleFunc("GET /replication", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, s.repl.report(false))
+	})
+	mux.HandleFunc("GET /replication/halted", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, s.repl.report(true))
+	})
 	mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) {
 		writeHealth(w, http.StatusOK, Health{Status: HealthOK})
 	})
@@ -86,4 +92,11 @@ func (s *Server) notReady() string {
 	default:
 		return "starting: the first catalog sync has not finished"
 	}
+}
+
+// writeJSON answers 200 with v as JSON, never cached.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(v)
 }

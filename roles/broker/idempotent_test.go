@@ -123,12 +123,7 @@ func TestIdempotentPublishSurvivesARestart(t *testing.T) {
 // TestIdempotentPublishNotForwarded: a broker that does not own the
 // shard answers not_leader and never forwards; the owned shard is served.
 func TestIdempotentPublishNotForwarded(t *testing.T) {
-	cfg := testConfig()
-	cfg.Durable.StorageDir = t.TempDir()
-	e := startClusterEnv(t, cfg, nil, wire.StreamSpec{Stream: "orders", Shards: 2, Durable: true})
-	e.srv.applyView(clusterView("v1",
-		placed{kind: "stream", name: "orders", shard: 0, node: selfNode, gen: 1, durable: true},
-		placed{kind: "stream", name: "orders", shard: 1, node: otherNode, gen: 2, durable: true}))
+	e := halfOwnedOrders(t)
 	s := e.authed(e.dial(0), 0, idemFeatures|clusterFeatures, pubAll)
 	zero, one := uint32(0), uint32(1)
 	m := pubIdem("orders", 1, 42, 0, "x")

@@ -55,6 +55,15 @@ func (t *laneTable) admit(ctx context.Context, key sched.LaneKey, wait bool) (*l
 	return l, true
 }
 
+// busy reports whether key's lane holds an admitted publish not yet
+// released.
+func (t *laneTable) busy(key sched.LaneKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[key]
+	return ok
+}
+
 // release gives back the place admit took.
 func (t *laneTable) release(l *lane) {
 	l.room.Release(1)

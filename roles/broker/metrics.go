@@ -29,6 +29,7 @@ var serverHelp = map[string]string{
 	"felix_broker_revoked_streams_total":         "QUIC streams ended because a revocation named their token or principal.",
 	"felix_broker_cluster_views_applied_total":   "Changed cluster views this broker fetched from the control plane and routes by.",
 	"felix_broker_cluster_view_errors_total":     "Cluster view fetches that failed (the broker routes by the last view it holds).",
+	"felix_broker_cluster_view_wakeups_total":    "Cluster view changes a held watch announced before the next poll (the broker fetched the view at once).",
 	"felix_broker_lease_held":                    "1 while this broker may serve the shards it owns: its last answered heartbeat was sent less than the control plane's expiry timeout ago (always 1 standalone).",
 	"felix_tenant_publish_queue_full_total":      "Publishes that found the publish queue full (acked ones refused with overloaded, others dropped), by tenant (at most 1000 tenant labels, then other).",
 }
@@ -55,6 +56,7 @@ type serverMetrics struct {
 	revokedStreams    *metrics.Counter
 	viewsApplied      *metrics.Counter
 	viewErrors        *metrics.Counter
+	viewWakeups       *metrics.Counter
 
 	queueFullByTenant *tenantCounters
 
@@ -81,6 +83,7 @@ func newServerMetrics() *serverMetrics {
 		revokedStreams:    s.NewCounter("felix_broker_revoked_streams_total"),
 		viewsApplied:      s.NewCounter("felix_broker_cluster_views_applied_total"),
 		viewErrors:        s.NewCounter("felix_broker_cluster_view_errors_total"),
+		viewWakeups:       s.NewCounter("felix_broker_cluster_view_wakeups_total"),
 		queueFullByTenant: &tenantCounters{set: s, name: "felix_tenant_publish_queue_full_total", m: map[string]*metrics.Counter{}},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/internal/metricdoc"
@@ -46,6 +47,9 @@ func (s *Server) applyView(v wire.ClusterView) {
 	defer s.own.mu.Unlock()
 	gained, lost := s.routes.Apply(v)
 	s.ownershipChanged(gained, lost)
+	if rv := s.routes.view.Load(); rv != nil {
+		s.repl.reconcile(rv)
+	}
 }
 
 // ownershipChanged opens the shards this broker gained and closes the
@@ -94,6 +98,18 @@ func (s *Server) openStreamShard(k core.StreamKey, shard uint32, generation uint
 	if !ok || (incarnation != "" && st.Spec().Incarnation != "" && st.Spec().Incarnation != incarnation) {
 		return
 	}
+	if v := s.routes.view.Load(); v != nil {
+		ref := shardRef{kind: wire.ShardKindStream, tenant: k.Tenant, ns: k.Namespace, name: k.Stream, shard: shard}
+		if a, ok := v.assignments[ref]; ok && a.NodeID == s.routes.self && a.Generation == generation && needsRecovery(a) {
+			// A durable shard with followers is taken over first
+			// (repl_recover.go); it opens when that is done.
+			if sh, err := st.Shard(shard); err == nil && sh != nil {
+				return
+			}
+			s.recoverShard(a)
+			return
+		}
+	}
 	if err := s.core.OpenStreamShard(k, shard, generation); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Code == wire.CodeNotFound {
@@ -108,6 +124,7 @@ func (s *Server) openStreamShard(k core.StreamKey, shard uint32, generation uint
 // a durable log closes, its files stay) or drops a cache shard's keys
 // (its watches end likewise).
 func (s *Server) loseShard(o OwnedShard) {
+	s.stopRecovery(o.ref())
 	moved := s.movedCause(o)
 	switch o.Kind {
 	case wire.ShardKindStream:
@@ -155,7 +172,7 @@ func (s *Server) openOwned(spec wire.StreamSpec) {
 	k := core.StreamKey{Tenant: spec.TenantID, Namespace: spec.Namespace, Stream: spec.Stream}
 	for i := range max(spec.Shards, 1) {
 		a, ok := v.assignments[shardRef{kind: wire.ShardKindStream, tenant: k.Tenant, ns: k.Namespace, name: k.Stream, shard: i}]
-		if ok && a.NodeID == s.routes.self && a.Unavailable == "" {
+		if ok && s.routes.mine(a) {
 			s.openStreamShard(k, i, a.Generation, a.Incarnation)
 		}
 	}
@@ -177,5 +194,15 @@ func (s *Server) servedShard(st *core.Stream, idx uint32) (*core.Shard, error) {
 		return sh, err
 	}
 	s.openOwned(st.Spec())
+	k := st.Key()
+	if done, ok := s.recovering(shardRef{kind: wire.ShardKindStream, tenant: k.Tenant, ns: k.Namespace, name: k.Stream, shard: idx}); ok {
+		// Being taken over: wait a little for it rather than refuse.
+		t := time.NewTimer(2 * time.Second)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	return st.Shard(idx)
 }

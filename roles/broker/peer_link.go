@@ -12,13 +12,21 @@ import (
 // the first registration, which names the listener's address. On an
 // error nothing is left running.
 func (s *Server) joinCluster(ctx context.Context, ln, tcpLn net.Addr) (*peer.Endpoint, *registration, bool, error) {
-	sid := ""
+	var si storageIdentity
 	if s.registry != nil || s.cfg.Peer.Addr != "" {
 		var err error
-		if sid, err = loadStorageID(s.cfg.Durable.StorageDir); err != nil {
+		if si, err = openStorageIdentity(s.cfg.Durable.StorageDir, s.cfg.Durable.Fsync, readBootID); err != nil {
 			return nil, nil, false, fmt.Errorf("broker: %w", err)
 		}
+		si.logCrashed(s.log)
+		s.runMarker = si.marker
+		if s.registry != nil {
+			// Assignments name the identity the control plane knows this
+			// broker by: the one it registers (routeTable.mine).
+			s.routes.storageID = si.ID
+		}
 	}
+	sid := si.ID
 	pe, err := s.startPeer(s.nodeID(), sid)
 	if err != nil {
 		return nil, nil, false, err
@@ -27,7 +35,7 @@ func (s *Server) joinCluster(ctx context.Context, ln, tcpLn net.Addr) (*peer.End
 	if pe != nil {
 		peerAddr = pe.Addr()
 	}
-	reg, registered, err := s.registerAtStart(ctx, ln, tcpLn, peerAddr, sid)
+	reg, registered, err := s.registerAtStart(ctx, ln, tcpLn, peerAddr, si)
 	if err != nil && pe != nil {
 		pe.Close()
 	}

@@ -29,6 +29,10 @@ type pubRequest struct {
 	// claim time, never forwarded, always answered once written. Nil for
 	// every other publish.
 	idem *idemSeq
+	// commit is an atomic commit's state ops (commit.go): payloads is its
+	// one event; never forwarded, always answered once written. Nil for
+	// every other publish.
+	commit *commitOps
 }
 
 // idemSeq is an idempotent publish's producer id and sequence; dup is
@@ -41,7 +45,7 @@ type idemSeq struct {
 
 // ownerOnly reports whether the publish is served by the shard's owner
 // alone (a conditional or idempotent publish).
-func (r *pubRequest) ownerOnly() bool { return r.expected != nil || r.idem != nil }
+func (r *pubRequest) ownerOnly() bool { return r.expected != nil || r.idem != nil || r.commit != nil }
 
 func (r *pubRequest) bytes() int64 {
 	return int64(core.BatchBytes(r.payloads))
@@ -140,6 +144,13 @@ func (cs *controlStream) publish(r *pubRequest) {
 			cs.refuseRedirect(r, rt.Err(wire.ShardKindStream, r.stream, idx))
 			return
 		}
+		if cs.srv.redirectHandedOff(st.Key(), idx, r.acked) {
+			// A shard this broker handed off as it stops, with nothing of
+			// it in flight here: publish_error not_leader, naming the new
+			// owner (handoff.go).
+			cs.refuse(r, rt.Err(wire.ShardKindStream, r.stream, idx))
+			return
+		}
 		cs.forwardPublish(r, st, idx, rt) // forward.go
 		return
 	}
@@ -150,6 +161,10 @@ func (cs *controlStream) publish(r *pubRequest) {
 	}
 	lk := sched.LaneKey{Stream: st.Key(), Shard: idx}
 	durable := sh.Durable()
+	if r.commit != nil && !durable {
+		cs.refuse(r, errCommitNotDurable(r.stream))
+		return
+	}
 	if r.expected != nil && !durable {
 		cs.refuse(r, errConditionalNotDurable(r.stream))
 		return
@@ -288,6 +303,9 @@ func (p *admitted) release() {
 // on its own goroutine so a blocked fanout holds only its shard.
 func (p *admitted) run() {
 	if p.fwd != nil {
+		if p.cs.srv.handsOff() && p.cs.srv.handoffs.parkIfHeld(p.ref(), p.resume) {
+			return // handoff_gate.go
+		}
 		p.runForward()
 		return
 	}
@@ -330,7 +348,64 @@ func (p *admitted) publish(prev <-chan struct{}, done chan struct{}) {
 // share the next fsync (group commit). Once claimed, the batch is
 // finished even if its publisher has gone.
 func (p *admitted) runDurable() {
-	p.cs.srv.runDurablePublish(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.req.idem, p.settle)
+	srv := p.cs.srv
+	if !srv.handsOff() {
+		srv.runDurableClaim(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.req.idem, p.req.commit, p.settle)
+		return
+	}
+	ref := p.ref()
+	if !srv.handoffs.enter(ref, p.resume) {
+		return // parked while the shard is handed off (handoff_gate.go)
+	}
+	srv.runDurableClaim(p.shard, p.req.payloads, p.cs.id.Subject, p.policy, p.req.expected, p.req.idem, p.req.commit, p.settleAt(ref))
+}
+
+// ref is the stream shard the publish goes to.
+func (p *admitted) ref() shardRef {
+	return shardRef{kind: wire.ShardKindStream, tenant: p.req.tenant, ns: p.req.ns, name: p.req.stream, shard: p.lane.Shard}
+}
+
+// settleAt is settle for a publish that passed ref's handoff gate: it
+// leaves the gate once answered.
+func (p *admitted) settleAt(ref shardRef) func(error, *uint64) {
+	return func(err error, offset *uint64) {
+		p.settle(err, offset)
+		p.cs.srv.handoffs.leave(ref)
+	}
+}
+
+// resume routes a publish parked during a handoff again, once the
+// handoff ended: claimed here when the shard stayed, forwarded to its
+// new owner when it moved (in the order it was parked), refused with the
+// route's answer otherwise (a conditional or idempotent publish, served
+// by the owner alone, is redirected).
+func (p *admitted) resume(refuse *wire.Error) {
+	srv, r := p.cs.srv, p.req
+	if refuse != nil {
+		srv.publishes.done()
+		p.settle(refuse, nil)
+		return
+	}
+	rt := srv.route(srv.workCtx, wire.ShardKindStream, r.tenant, r.ns, r.stream, p.lane.Shard)
+	switch {
+	case rt.Local && p.shard != nil:
+		p.fwd = nil
+		ref := p.ref()
+		srv.handoffs.enterNow(ref)
+		srv.runDurableClaim(p.shard, r.payloads, p.cs.id.Subject, p.policy, r.expected, r.idem, r.commit, p.settleAt(ref))
+	case !rt.Local && rt.NodeID != "" && !r.ownerOnly() && srv.canForward(rt):
+		p.fwd = &rt
+		p.lane.Forwarded = true
+		p.queueForward()
+	default:
+		e := rt.Err(wire.ShardKindStream, r.stream, p.lane.Shard)
+		if e == nil { // local again, but it was parked on its way to another owner
+			e = wire.NewError(wire.CodeShardUnavailable, "shard %d of %s changed owner twice while the publish waited", p.lane.Shard, r.stream).
+				WithDetail(wire.DetailReason, core.ReasonNotReady)
+		}
+		srv.publishes.done()
+		p.settle(e, nil)
+	}
 }
 
 // runDurablePublish claims offsets for payloads on a durable shard and
@@ -340,9 +415,18 @@ func (p *admitted) runDurable() {
 // it runs here, in lane order, so the check sees every publish admitted
 // before it on the shard.
 func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, idem *idemSeq, settle func(error, *uint64)) {
+	s.runDurableClaim(sh, payloads, subject, policy, expected, idem, nil, settle)
+}
+
+// runDurableClaim is runDurablePublish for any claim: with commit set, an
+// atomic commit of payloads' one event and commit's state ops
+// (core.Shard.ClaimCommit, conditional when expected is set).
+func (s *Server) runDurableClaim(sh *core.Shard, payloads [][]byte, subject string, policy core.QueuePolicy, expected *uint64, idem *idemSeq, commit *commitOps, settle func(error, *uint64)) {
 	var c *core.Claimed
 	var err error
-	if idem != nil {
+	if commit != nil {
+		c, err = sh.ClaimCommit(payloads[0], commit.ops, subject, expected)
+	} else if idem != nil {
 		c, err = sh.ClaimIdempotent(payloads, subject, idem.producer, idem.seq)
 		if err == nil {
 			idem.dup = c.Duplicate()
@@ -360,6 +444,12 @@ func (s *Server) runDurablePublish(sh *core.Shard, payloads [][]byte, subject st
 	finish := func() {
 		defer s.publishes.done()
 		base := c.BaseOffset()
+		if !s.awaitQuorum(sh, c, settle) {
+			// Answered quorum_timeout; the batch still finishes (it is
+			// delivered if a majority comes to hold it).
+			_ = c.Finish(s.workCtx)
+			return
+		}
 		settle(c.Finish(s.workCtx), &base)
 	}
 	// Written under a policy that does not wait for an fsync, and with no

@@ -247,17 +247,26 @@ func TestPublishIfRefusals(t *testing.T) {
 	}
 }
 
-// TestPublishIfNotForwarded: a broker that does not own the shard answers
-// not_leader naming the owner (a not_leader message to a client that
-// offered FEATURE_REDIRECT, publish_error not_leader to the rest) and
-// never forwards; the owned shard is served.
-func TestPublishIfNotForwarded(t *testing.T) {
+// halfOwnedOrders starts a broker with durable storage in a cluster whose
+// view gives it shard 0 of the durable stream "orders" and shard 1 to
+// otherNode: a request for shard 1 must be answered not_leader.
+func halfOwnedOrders(t *testing.T) *env {
+	t.Helper()
 	cfg := testConfig()
 	cfg.Durable.StorageDir = t.TempDir()
 	e := startClusterEnv(t, cfg, nil, wire.StreamSpec{Stream: "orders", Shards: 2, Durable: true})
 	e.srv.applyView(clusterView("v1",
 		placed{kind: "stream", name: "orders", shard: 0, node: selfNode, gen: 1, durable: true},
 		placed{kind: "stream", name: "orders", shard: 1, node: otherNode, gen: 2, durable: true}))
+	return e
+}
+
+// TestPublishIfNotForwarded: a broker that does not own the shard answers
+// not_leader naming the owner (a not_leader message to a client that
+// offered FEATURE_REDIRECT, publish_error not_leader to the rest) and
+// never forwards; the owned shard is served.
+func TestPublishIfNotForwarded(t *testing.T) {
+	e := halfOwnedOrders(t)
 	qc := e.dial(0)
 	redirected := e.authed(qc, 0, pubIfFeatures|clusterFeatures, pubAll)
 	plain := e.authed(qc, 0, pubIfFeatures, pubAll)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/felixmq/felix/core"
 	"github.com/felixmq/felix/core/auth"
+	flog "github.com/felixmq/felix/log"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -31,12 +32,16 @@ func (cs *controlStream) handleStreamRead(m *wire.StreamRead) {
 		cs.answerReadError(err, rid)
 		return
 	}
-	out := &wire.StreamRecords{Records: make([]wire.StreamRecord, len(recs)), NextOffset: next, RequestID: rid}
-	for i, r := range recs {
-		out.Records[i] = wire.StreamRecord{Offset: r.Offset, Payload: r.Payload, TimestampMicros: r.TimeMicros, Publisher: r.Publisher}
-		if out.Records[i].Payload == nil {
-			out.Records[i].Payload = []byte{}
+	out := &wire.StreamRecords{Records: make([]wire.StreamRecord, 0, len(recs)), NextOffset: next, RequestID: rid}
+	for _, r := range recs {
+		if r.Kind != flog.KindData {
+			continue // a generation start takes an offset but is no event
 		}
+		sr := wire.StreamRecord{Offset: r.Offset, Payload: r.Payload, TimestampMicros: r.TimeMicros, Publisher: r.Publisher}
+		if sr.Payload == nil {
+			sr.Payload = []byte{}
+		}
+		out.Records = append(out.Records, sr)
 	}
 	cs.sendMsg(out)
 }

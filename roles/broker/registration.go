@@ -48,12 +48,19 @@ type NodeConfig struct {
 	// HeartbeatInterval is how often it heartbeats
 	// (FELIX_NODE_HEARTBEAT_INTERVAL_MS, default 5000).
 	HeartbeatInterval time.Duration
+	// LeaderSuspectAfter is how long a follower hears nothing from a
+	// Quorum shard's leader before it reports it silent in a heartbeat,
+	// sent at once (FELIX_LEADER_SUSPECT_AFTER_MS, default 5000, at least
+	// 2000: a leader sends its followers something every second).
+	LeaderSuspectAfter time.Duration
 }
 
 // Defaults of NodeConfig.
 const (
 	DefaultNodeID            = "broker-1"
 	DefaultHeartbeatInterval = 5 * time.Second
+	// DefaultLeaderSuspectAfter is FELIX_LEADER_SUSPECT_AFTER_MS's default.
+	DefaultLeaderSuspectAfter = 5 * time.Second
 	// storageIDFile holds the storage identity, in the durable storage
 	// directory: a new directory gets a new identity.
 	storageIDFile = "storage.id"
@@ -63,9 +70,12 @@ const (
 
 // ImplementedFleetFeatures are the fleet features this broker implements:
 // jump-hash routing (wire.ShardForKey), incarnations of streams and
-// caches, and recording publishers (FELIX_RECORD_PUBLISHERS).
+// caches, recording publishers (FELIX_RECORD_PUBLISHERS), and atomic
+// commits (a version-3 record a broker of an earlier release refuses,
+// so a registered broker takes commits only once the fleet finalized it).
 var ImplementedFleetFeatures = []string{
 	wire.FleetJumpHashRouting, wire.FleetStreamIncarnations, wire.FleetCacheIncarnations, wire.FleetPublisherPrincipal,
+	wire.FleetAtomicCommit,
 }
 
 func (r *envReader) node(n *NodeConfig) {
@@ -74,6 +84,7 @@ func (r *envReader) node(n *NodeConfig) {
 	r.str(&n.Region, "FELIX_NODE_REGION")
 	r.str(&n.AdvertiseAddr, "FELIX_NODE_ADVERTISE_ADDR")
 	r.millis(&n.HeartbeatInterval, "FELIX_NODE_HEARTBEAT_INTERVAL_MS", 1)
+	r.millis(&n.LeaderSuspectAfter, "FELIX_LEADER_SUSPECT_AFTER_MS", 2000)
 }
 
 // loadStorageID returns the storage identity kept in dir, writing a new
@@ -159,6 +170,19 @@ type registration struct {
 	// feature this release knows: 1 once the control plane's answer to a
 	// registration or heartbeat lists it as finalized.
 	fleet map[string]*metrics.Gauge
+	// suspects, when set, is what each heartbeat reports silent (the
+	// Quorum fast path), and soon asks for a heartbeat now.
+	suspects func() []wire.ShardSuspect
+	soon     <-chan struct{}
+	// positions, when set, is what each heartbeat reports of the
+	// replicated shards this broker holds (replication.positions).
+	positions func() []wire.ShardPosition
+	// accepted, when set, is called after every registration the control
+	// plane accepted (storageIdentity.registered).
+	accepted func()
+	// finalized, when set, is called with the finalized fleet features of
+	// every answer (Server.fleetFinalized).
+	finalized func([]string)
 }
 
 // newFleetGauges registers the fleet feature gauges in set, all 0.
@@ -181,6 +205,9 @@ func (r *registration) answered(sent time.Time, br wire.Broker) {
 
 // learn records the gate an answer carried.
 func (r *registration) learn(br wire.Broker) {
+	if r.finalized != nil {
+		r.finalized(br.FinalizedFeatures)
+	}
 	for name, g := range r.fleet {
 		if slices.Contains(br.FinalizedFeatures, name) {
 			g.Set(1)
@@ -208,8 +235,8 @@ func registrationRefused(err error) bool {
 
 // prepareRegistration builds the registration for a client listener at
 // ln, a TLS-over-TCP listener at tcpLn and a peer listener at peerLn (nil
-// without one), with storage identity sid.
-func (s *Server) prepareRegistration(ln, tcpLn, peerLn net.Addr, sid string) *registration {
+// without one), with storage identity si.
+func (s *Server) prepareRegistration(ln, tcpLn, peerLn net.Addr, si storageIdentity) *registration {
 	n := s.cfg.Node
 	if n.ID == "" {
 		n.ID = DefaultNodeID
@@ -219,11 +246,18 @@ func (s *Server) prepareRegistration(ln, tcpLn, peerLn net.Addr, sid string) *re
 		every = DefaultHeartbeatInterval
 	}
 	client := advertised(n.AdvertiseAddr, ln)
-	return &registration{reg: s.registry, every: every, onFatal: s.onFatal, renew: s.routes.Renew, fleet: newFleetGauges(s.metrics.set), self: wire.BrokerRegistration{
-		NodeID: n.ID, ClientAddrs: []string{client}, Zone: n.Zone, Region: n.Region,
-		Features: ImplementedFleetFeatures, StorageID: sid, PeerAddr: advertised(s.cfg.Peer.AdvertiseAddr, peerLn),
-		TCPAddr: tcpAdvertised(client, tcpLn),
-	}}
+	ident := &si
+	accepted := func() {
+		if err := ident.registered(); err != nil {
+			s.log.Warn("cannot record in the run marker that the control plane heard of the crashed storage identity", "err", err)
+		}
+	}
+	return &registration{accepted: accepted, finalized: s.fleetFinalized, reg: s.registry, every: every, onFatal: s.onFatal, renew: s.routes.Renew, fleet: newFleetGauges(s.metrics.set),
+		suspects: s.repl.suspects, soon: s.repl.soonC, positions: s.repl.reportPositions, self: wire.BrokerRegistration{
+			NodeID: n.ID, ClientAddrs: []string{client}, Zone: n.Zone, Region: n.Region,
+			Features: ImplementedFleetFeatures, StorageID: si.ID, CrashedStorageID: si.Crashed, PeerAddr: advertised(s.cfg.Peer.AdvertiseAddr, peerLn),
+			TCPAddr: tcpAdvertised(client, tcpLn),
+		}}
 }
 
 // tcpAdvertised is the TCP address to register beside the client address
@@ -249,6 +283,9 @@ func (r *registration) register(ctx context.Context) error {
 	br, err := r.reg.RegisterBroker(ctx, r.self)
 	if err == nil {
 		r.answered(sent, br)
+		if r.accepted != nil {
+			r.accepted()
+		}
 	}
 	return err
 }
@@ -271,6 +308,11 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.soon:
+			if !registered {
+				continue // the registration's own timer runs
+			}
+			t.Stop()
 		}
 		wait = r.every
 		if !registered {
@@ -293,7 +335,14 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 		}
 		hctx, cancel := context.WithTimeout(ctx, registryCallTimeout)
 		sent := time.Now()
-		br, err := r.reg.HeartbeatBroker(hctx, wire.BrokerHeartbeat{NodeID: r.self.NodeID, StorageID: r.self.StorageID})
+		hb := wire.BrokerHeartbeat{NodeID: r.self.NodeID, StorageID: r.self.StorageID}
+		if r.suspects != nil {
+			hb.Suspects = r.suspects()
+		}
+		if r.positions != nil {
+			hb.Positions = r.positions()
+		}
+		br, err := r.reg.HeartbeatBroker(hctx, hb)
 		cancel()
 		if err == nil {
 			r.answered(sent, br)
@@ -314,11 +363,11 @@ func (r *registration) run(ctx context.Context, log *slog.Logger, registered boo
 // registerAtStart makes the first registration (nothing without a
 // registry). A refusal fails the start; a control plane that does not
 // answer is retried by the heartbeat task.
-func (s *Server) registerAtStart(ctx context.Context, ln, tcpLn, peerLn net.Addr, sid string) (*registration, bool, error) {
+func (s *Server) registerAtStart(ctx context.Context, ln, tcpLn, peerLn net.Addr, si storageIdentity) (*registration, bool, error) {
 	if s.registry == nil {
 		return nil, false, nil
 	}
-	reg := s.prepareRegistration(ln, tcpLn, peerLn, sid)
+	reg := s.prepareRegistration(ln, tcpLn, peerLn, si)
 	err := reg.register(ctx)
 	switch {
 	case registrationRefused(err):
@@ -328,7 +377,8 @@ func (s *Server) registerAtStart(ctx context.Context, ln, tcpLn, peerLn net.Addr
 		return reg, false, nil
 	}
 	s.log.Info("registered with the control plane", "node_id", reg.self.NodeID, "addr", reg.self.ClientAddrs[0],
-		"peer_addr", reg.self.PeerAddr, "zone", reg.self.Zone, "storage_id", reg.self.StorageID)
+		"peer_addr", reg.self.PeerAddr, "zone", reg.self.Zone, "storage_id", reg.self.StorageID,
+		"crashed_storage_id", reg.self.CrashedStorageID)
 	return reg, true, nil
 }
 

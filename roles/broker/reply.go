@@ -44,7 +44,7 @@ func (cs *controlStream) publishErrorFrame(requestID uint64, e *wire.Error) []by
 // publish_error for a publish that names its request, an error otherwise.
 func (cs *controlStream) replyBadRequest(raw []byte, e *wire.Error) {
 	typ, reqID := sniffRequest(raw)
-	if reqID != nil && (typ == "publish" || typ == "publish_batch" || typ == "publish_if") {
+	if reqID != nil && (typ == "publish" || typ == "publish_batch" || typ == "publish_if" || typ == "commit") {
 		cs.sendMsg(e.PublishErrorMessage(*reqID, cs.withCodes()))
 		return
 	}

@@ -70,6 +70,13 @@ func (r Route) Err(kind wire.ShardKind, name string, shard uint32) *wire.Error {
 		return wire.NewError(wire.CodeNotLeader, "%s %s shard %d is served by %s at %s", kind, name, shard, r.NodeID, r.Addr).
 			WithDetail("node_id", r.NodeID).WithDetail("addr", r.Addr).WithDetail("generation", r.Generation)
 	}
+	if r.Unavailable == unavailableNotReady {
+		// This broker cannot tell who serves the shard now (no view yet,
+		// or its own lease lapsed: it may have been deposed meanwhile);
+		// another broker may well be serving it.
+		return wire.NewError(wire.CodeShardUnavailable, "%s %s shard %d: this broker cannot serve it or say who does now (no cluster view yet, or its lease lapsed); ask again or ask another broker", kind, name, shard).
+			WithDetail(wire.DetailReason, r.Unavailable).WithDetail("generation", r.Generation)
+	}
 	return wire.NewError(wire.CodeShardUnavailable, "%s %s shard %d is not served by any broker now: %s", kind, name, shard, r.Unavailable).
 		WithDetail(wire.DetailReason, r.Unavailable).WithDetail("generation", r.Generation)
 }
@@ -92,6 +99,10 @@ type routeView struct {
 // routeTable holds the view the broker routes by and its lease.
 type routeTable struct {
 	self string // this broker's node id
+	// storageID is this broker's storage identity ("" when it has none):
+	// a durable shard placed on it under another identity is not its to
+	// serve (see mine). Set by Start before any view is applied.
+	storageID string
 	// standalone: no cluster; every shard is local.
 	standalone bool
 
@@ -163,7 +174,7 @@ func (t *routeTable) Apply(v wire.ClusterView) (gained, lost []OwnedShard) {
 		nv.assignments[refOf(a)] = a
 	}
 	old := t.view.Load()
-	mine := func(a wire.ShardAssignment) bool { return a.NodeID == t.self && a.Unavailable == "" }
+	mine := t.mine
 	if old != nil {
 		for ref, a := range old.assignments {
 			if !mine(a) {
@@ -191,6 +202,23 @@ func (t *routeTable) Apply(v wire.ClusterView) (gained, lost []OwnedShard) {
 	}
 	t.view.Store(nv)
 	return gained, lost
+}
+
+// mine reports whether a places its shard on this broker to serve now:
+// named the owner, available, and, for a durable shard, under this
+// broker's storage identity. A broker that came back under a new identity
+// (a wiped directory, or a machine crash that may have cut its logs'
+// tails) does not serve, nor lead, nor report the shards placed on the
+// one before, until the control plane names it again under the new one:
+// it never reopens a shorter log at the old generation.
+func (t *routeTable) mine(a wire.ShardAssignment) bool {
+	return a.NodeID == t.self && a.Unavailable == "" && !t.otherStorage(a)
+}
+
+// otherStorage reports whether durable assignment a names a storage
+// identity other than this broker's.
+func (t *routeTable) otherStorage(a wire.ShardAssignment) bool {
+	return a.StorageID != "" && t.storageID != "" && a.StorageID != t.storageID
 }
 
 // Tag is the tag of the view held ("" before the first).
@@ -257,6 +285,8 @@ func (t *routeTable) Route(kind wire.ShardKind, tenant, ns, name string, shard u
 			r.Unavailable = wire.UnavailableNotAssigned
 		}
 		return r
+	case a.NodeID == t.self && t.otherStorage(a):
+		return Route{Unavailable: wire.UnavailableStorageLost, Generation: a.Generation, Durable: true}
 	case a.NodeID == t.self:
 		if !t.leaseHeld() {
 			return Route{Unavailable: unavailableNotReady, Generation: a.Generation, Durable: a.StorageID != ""}

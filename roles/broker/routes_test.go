@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +153,12 @@ func TestRoutesLease(t *testing.T) {
 	now = base.Add(10 * time.Second)
 	if r := local(); r.Local || r.Unavailable != unavailableNotReady || r.Generation != 1 {
 		t.Fatalf("lease lapsed: %+v", r)
+	}
+	// A broker whose lease lapsed may have been deposed: it does not say
+	// that nobody serves the shard.
+	if err := local().Err(wire.ShardKindStream, "s", 0); err == nil || err.Code != wire.CodeShardUnavailable ||
+		strings.Contains(err.Message, "not served by any broker") || !strings.Contains(err.Message, "lease lapsed") {
+		t.Fatalf("refusal with the lease lapsed: %v", err)
 	}
 	if r := rt.Route(wire.ShardKindStream, "t", "ns", "s", 1); r.NodeID != "b2" {
 		t.Fatalf("another broker's shard with the lease lapsed: %+v", r)

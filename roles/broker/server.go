@@ -63,6 +63,9 @@ type Server struct {
 	cluster  ClusterViewSource // nil: standalone
 	routes   *routeTable       // where each shard's requests go
 	fwd      *forwarder        // forwarding to shard owners (forward.go)
+	repl     *replication      // log shipping to and from replicas (repl.go)
+	handoff  handoffState      // the planned handoff at shutdown (handoff.go)
+	handoffs handoffGates      // publishes held while a shard is handed off (handoff_gate.go)
 	own      ownership         // the shards this broker owns (ownership.go)
 	view     viewState         // fetching the cluster view (cluster_view.go)
 	onFatal  func(error)       // see Deps.OnFatal
@@ -75,6 +78,11 @@ type Server struct {
 	state    *catalogState
 	lanes    *laneTable
 	pubBytes *semaphore.Weighted // process-wide publish bytes
+	// groupWaiters bounds the group polls waiting for work (group.go).
+	groupWaiters *semaphore.Weighted
+	// atomicCommitOn is set while the control plane's last answer listed
+	// atomic_commit as finalized (commit.go).
+	atomicCommitOn atomic.Bool
 
 	// workCtx bounds background work (publish fanout, sync, sweeps); it is
 	// cancelled when Shutdown runs out of budget or finishes.
@@ -103,6 +111,10 @@ type Server struct {
 	shutOnce   sync.Once
 	shutErr    error
 	coreClosed chan struct{} // closed once Shutdown's close of the core returns
+	// runMarker is the run marker's path (crashmark.go), removed once a
+	// clean shutdown has closed every log; "" when none was written. Set
+	// by Start before anything runs concurrently.
+	runMarker string
 }
 
 // New builds a Server; nothing listens until Start.
@@ -125,39 +137,47 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if v == nil {
 		v = auth.NewVerifier(auth.VerifierOptions{Fetch: deps.Catalog.JWKS, Revocations: revs})
 	}
+	m := newServerMetrics()
+	repl := newReplication(m.set)
 	coreCfg := cfg.Core
 	coreCfg.PlacedShards = deps.Cluster != nil // open only the shards placed here
+	coreCfg.ReplicationFor = repl.forShard
 	if st := cfg.Durable.storage(); st != nil {
 		st.Logger = log.With("role", "broker")
 		coreCfg.Storage = st
 	}
 	b := core.NewBroker(coreCfg)
-	m := newServerMetrics()
 	s := &Server{
-		cfg:        cfg,
-		log:        log.With("role", "broker"),
-		tls:        serverTLS(deps.TLS),
-		catalog:    deps.Catalog,
-		verifier:   v,
-		revs:       revs,
-		streams:    newStreamRegistry(revs, m.revokedStreams),
-		core:       b,
-		metrics:    m,
-		lanes:      newLaneTable(cfg.PublishLaneDepth),
-		pubBytes:   semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
-		conns:      map[*connection]struct{}{},
-		perSource:  map[string]int{},
-		synced:     make(chan struct{}),
-		coreClosed: make(chan struct{}),
+		cfg:          cfg,
+		log:          log.With("role", "broker"),
+		tls:          serverTLS(deps.TLS),
+		catalog:      deps.Catalog,
+		verifier:     v,
+		revs:         revs,
+		streams:      newStreamRegistry(revs, m.revokedStreams),
+		core:         b,
+		metrics:      m,
+		lanes:        newLaneTable(cfg.PublishLaneDepth),
+		pubBytes:     semaphore.NewWeighted(cfg.PublishTotalInflightBytes),
+		groupWaiters: semaphore.NewWeighted(int64(max(cfg.GroupMaxWaitingPolls, 1))),
+		conns:        map[*connection]struct{}{},
+		perSource:    map[string]int{},
+		synced:       make(chan struct{}),
+		coreClosed:   make(chan struct{}),
 	}
 	s.registry, s.onFatal, s.cluster = deps.Registry, deps.OnFatal, deps.Cluster
 	s.routes = newRouteTable(s.nodeID(), s.cluster == nil)
 	s.fwd = newForwarder(m.set)
+	s.repl, repl.s = repl, s
+	if d := cfg.Node.LeaderSuspectAfter; d > 0 {
+		repl.suspectAfter = d
+	}
 	s.initView()
 	m.watchLease(s.leaseHeld)
 	if s.registry == nil {
 		s.registry, _ = deps.Catalog.(Registry)
 	}
+	s.initHandoff(deps.Catalog)
 	if s.onFatal == nil {
 		s.onFatal = func(err error) { s.log.Error("broker refused by the control plane", "err", err) }
 	}
@@ -235,6 +255,13 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.sweepLoop(s.bgCtx)
 	go s.retentionLoop(s.bgCtx)
 	s.startHeartbeats(reg, registered)
+	if s.cluster != nil {
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			s.repl.watchSilence(s.bgCtx.Done())
+		}()
+	}
 	s.startViewLoop()
 	s.stopPeerAtShutdown(pe)
 	return nil

@@ -10,8 +10,11 @@ import (
 // deadline.
 const defaultDrainBudget = 10 * time.Second
 
-// Shutdown drains the broker within ctx's deadline: readiness turns false,
-// the listener stops accepting, each connection stops accepting streams
+// Shutdown drains the broker within ctx's deadline: readiness turns false;
+// a cluster member first hands the durable shards it leads to caught-up
+// followers while it still serves (HandOff, within Config.HandoffTimeout;
+// the drain's budget, ctx's, is counted from the end of it); then the
+// listener stops accepting, each connection stops accepting streams
 // and gets half the remaining budget for its streams to finish, then stops
 // reading, answers what it already read, lets its subscriptions write what
 // is queued for them (for half of what is left), and is closed with
@@ -31,7 +34,17 @@ const defaultDrainBudget = 10 * time.Second
 // answers).
 // Calling it again returns the first result.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
+	s.shutOnce.Do(func() {
+		s.drainingF.Store(true)
+		if d, ok := ctx.Deadline(); ok && s.handsOff() {
+			budget := time.Until(d)
+			s.HandOff(context.WithoutCancel(ctx))
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), budget)
+			defer cancel()
+		}
+		s.shutErr = s.shutdown(ctx)
+	})
 	return s.shutErr
 }
 
@@ -52,6 +65,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	late, cancelLate := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(abandonGrace))
 	defer cancelLate()
 	s.drainingF.Store(true)
+	s.HandOff(ctx) // once: done already when ctx had a deadline
 	s.mu.Lock()
 	s.draining = true
 	started := s.started
@@ -67,6 +81,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.drainConnections(ctx, late)
 	s.connWG.Wait()
 	s.bgCancel()
+	// The peer links close with the background work: no majority can be
+	// reached any more, so publishes still waiting for one are given up.
+	s.repl.stopAll()
 	s.bgWG.Wait()
 	s.sched.Close()
 	err := s.publishes.wait(ctx)
@@ -91,6 +108,11 @@ func (s *Server) closeCore(late context.Context) {
 	}()
 	if !waitUntil(late, s.coreClosed) {
 		s.log.Error("shutdown abandoned closing the storage: a log flush did not return; records written since the last fsync may not be durable")
+		return
+	}
+	// Every log is closed: the next start keeps the storage identity.
+	if err := removeRunMarker(s.runMarker); err != nil {
+		s.log.Warn("cannot remove the run marker; the next start counts this stop as a crash", "err", err)
 	}
 }
 

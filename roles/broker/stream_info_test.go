@@ -38,7 +38,13 @@ func TestStreamInfoOfADurableStream(t *testing.T) {
 	sub := e.subscribe(qc, s, "log")
 	publishAcked(t, s, "log", 0, 5)
 	sub.payloads(5)
-	got := streamInfo(t, s, "log").Shards[0]
+	// A delivery is counted after its frame is written: the client can
+	// read the last one first.
+	var got wire.ShardInfoJSON
+	waitFor(t, "the fifth delivery counted", func() bool {
+		got = streamInfo(t, s, "log").Shards[0]
+		return got.DeliveredTotal == 5
+	})
 	if got.FirstOffset == nil || *got.FirstOffset != 0 || got.LastOffset == nil || *got.LastOffset != 4 {
 		t.Fatalf("offsets: %+v", got)
 	}

@@ -467,6 +467,7 @@ const readPageBytes = 4 << 20
 func (w *eventWriter) replay() error {
 	from, to := w.sub.Replay()
 	sh := w.sub.Shard()
+	var skipped uint64 // records left out at the end of the last page
 	for from < to {
 		recs, next, err := sh.Read(from, to, w.c.srv.cfg.MaxRecordsPerRead, readPageBytes)
 		var ce *wire.SubscribeCursorError
@@ -484,7 +485,9 @@ func (w *eventWriter) replay() error {
 			return nil
 		}
 		w.buf = w.buf[:0]
-		for _, e := range sh.RecordEnvelopes(recs) {
+		var envs []*core.Envelope
+		envs, skipped = sh.RecordEnvelopesAfter(recs, skipped)
+		for _, e := range envs {
 			w.buf = append(w.buf, e.Frame(w.flags)...)
 		}
 		if _, err := w.es.Write(w.buf); err != nil {

@@ -230,13 +230,19 @@ func withAdmin(c *cli.Context, fn func(*AdminClient, Settings, printer) error) e
 // confirm asks before deleting what. --yes skips the question; without
 // it, standard input must be a terminal to answer.
 func confirm(c *cli.Context, what string) error {
+	return confirmTo(c, "delete "+what)
+}
+
+// confirmTo asks before doing act ("delete stream x"). --yes skips the
+// question; without it, standard input must be a terminal to answer.
+func confirmTo(c *cli.Context, act string) error {
 	if c.Bool("yes") {
 		return nil
 	}
 	if !isTerminal(c.App.Reader) {
-		return usageErrorf(c, "refusing to delete %s without --yes (standard input is not a terminal)", what)
+		return usageErrorf(c, "refusing to %s without --yes (standard input is not a terminal)", act)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "delete %s? [y/N] ", what)
+	fmt.Fprintf(c.App.ErrWriter, "%s? [y/N] ", act)
 	line, _ := bufio.NewReader(io.LimitReader(c.App.Reader, 256)).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":

@@ -78,7 +78,7 @@ func streamKind() resourceKind[wire.StreamSpec] {
 			&cli.DurationFlag{Name: "retention-age", Usage: "keep records of a durable stream for `DURATION`, e.g. 24h", DefaultText: "no limit"},
 			&cli.StringFlag{Name: "policy", Usage: "what a full subscriber queue does: drop_new, block or drop_old", DefaultText: "broker default"},
 			&cli.StringFlag{Name: "consistency", Usage: "what an ack waits for: leader or quorum", DefaultText: "leader"},
-			&cli.UintFlag{Name: "replication-factor", Usage: "copies of each shard (clusters)", DefaultText: "1"},
+			&cli.UintFlag{Name: "replication-factor", Usage: "copies of each shard, the leader's included (durable streams get the others as followers)", DefaultText: "the control plane's FELIX_DEFAULT_REPLICATION_FACTOR, 1 unless set"},
 		},
 		createOptions: "[--shards N] [--durable] [--retention-bytes N] [--retention-age 24h] [--policy drop_new|block|drop_old] " +
 			"[--consistency leader|quorum] [--replication-factor N]",

@@ -19,7 +19,7 @@ type toolkit struct {
 }
 
 // Commands returns every client-side command: admin, pub, sub, read,
-// offset-for-time, cache, counter, inspect, version and completion.
+// offset-for-time, cache, counter, group, commit, state, inspect, version and completion.
 func Commands(build BuildInfo) []*cli.Command {
 	return commands(build, toolkit{connect: dialBroker})
 }
@@ -33,6 +33,9 @@ func commands(build BuildInfo, tk toolkit) []*cli.Command {
 		offsetForTimeCommand(tk),
 		cacheCommand(tk),
 		counterCommand(tk),
+		commitCommand(tk),
+		stateCommand(tk),
+		groupCommand(tk),
 		inspectCommand(),
 		versionCommand(build),
 		completionCommand(),

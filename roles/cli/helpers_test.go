@@ -130,6 +130,10 @@ type fakeBroker struct {
 	times map[int64]uint64
 	// watch is what WatchCache serves (see cache_watch_test.go).
 	watch fakeWatchSpec
+	// commits are the commits the fake took and state what StateGet
+	// answers, by key (commit_test.go).
+	commits []fakeCommit
+	state   map[string]fakeStateValue
 }
 
 // readCall is one Read the fake served.

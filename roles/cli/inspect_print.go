@@ -409,6 +409,9 @@ type (
 		// Producer is the producer block of an idempotent batch's first
 		// record (layout version 2).
 		Producer *producerJSON `json:"producer,omitempty"`
+		// StateBytes is the length of an atomic commit's state section
+		// (layout version 3); absent on other records.
+		StateBytes int `json:"state_bytes,omitempty"`
 	}
 	producerJSON struct {
 		ID       uint64 `json:"id"`
@@ -515,7 +518,7 @@ func streamJSON(l shardLog) shardLogJSON {
 	for _, rec := range l.Records {
 		r := logRecordJSON{Offset: rec.Offset, Kind: rec.Kind.String(), KindCode: uint8(rec.Kind),
 			Version: rec.Version, Generation: rec.Generation, Time: microsText(rec.TimeMicros), Publisher: rec.Publisher,
-			PayloadBytes: rec.PayloadBytes, Segment: rec.Segment, Position: rec.Position}
+			PayloadBytes: rec.PayloadBytes, Segment: rec.Segment, Position: rec.Position, StateBytes: rec.StateBytes}
 		if pr := rec.Producer; pr != nil {
 			r.Producer = &producerJSON{ID: pr.ID, Sequence: pr.Sequence, Count: pr.Count}
 		}

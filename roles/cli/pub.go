@@ -24,7 +24,7 @@ func pubCommand(tk toolkit) *cli.Command {
 		Usage:     "publish messages to a stream",
 		ArgsUsage: "STREAM MSG... (or STREAM --stdin)",
 		UsageText: "felix pub STREAM MSG... [--ack] [--key K] [-o json]\nfelix pub STREAM --stdin [--ack] [--key K] [-o json]\n" +
-			"felix pub STREAM MSG... --if-offset N [--key K] [-o json]",
+			"felix pub STREAM MSG... --if-offset N [--key K] [-o json]\nfelix pub STREAM MSG... --idempotent [--key K] [-o json]",
 		Description: "Publishes each MSG (or, with --stdin, each line of standard input, up to 16 MiB a line)\n" +
 			"as one message to STREAM in the current tenant and namespace. Without --ack the messages\n" +
 			"are sent without waiting for the broker and flushed before exit; with --ack each one waits\n" +
@@ -35,16 +35,19 @@ func pubCommand(tk toolkit) *cli.Command {
 			"saying how many were acknowledged. -o json prints one document when done:\n" +
 			"{\"stream\",\"published\",\"acked\",\"offsets\"} (offsets only with --ack on a durable stream).\n\n" +
 			pubIfHelp + "\n\n" +
+			pubIdemHelp + "\n\n" +
 			"Examples:\n\n" +
 			"   felix pub events hello world\n" +
 			"   seq 1 1000 | felix pub events --stdin --ack\n" +
 			"   felix pub events -- --a-message-starting-with-dashes\n" +
-			"   felix pub orders placed --if-offset 42",
+			"   felix pub orders placed --if-offset 42\n" +
+			"   felix pub payments charged --idempotent",
 		Flags: clientFlags(
 			&cli.BoolFlag{Name: "stdin", Usage: "read messages from standard input, one per line"},
 			&cli.BoolFlag{Name: "ack", Usage: "wait for the broker to acknowledge each message"},
 			&cli.StringFlag{Name: "key", Usage: "publish with routing `KEY` (picks the shard)"},
 			ifOffsetFlag(),
+			&cli.BoolFlag{Name: flagIdempotent, Usage: "publish through an idempotent producer: each message written once despite re-sends"},
 		),
 		Action: func(c *cli.Context) error { return runPub(c, tk) },
 	})
@@ -61,6 +64,19 @@ func runPub(c *cli.Context, tk toolkit) error {
 		return usageErrorf(c, "give messages as arguments or with --stdin, not both")
 	case !stdin && len(msgs) == 0:
 		return usageErrorf(c, "no message to publish (give MSG arguments or --stdin)")
+	}
+	if c.Bool(flagIdempotent) {
+		switch {
+		case c.IsSet(flagIfOffset):
+			return usageErrorf(c, "--idempotent and --if-offset do not go together")
+		case stdin:
+			return usageErrorf(c, "--idempotent takes its messages as arguments, not --stdin")
+		case c.Bool("ack"):
+			return usageErrorf(c, "--idempotent always waits for the broker's answer; leave out --ack")
+		}
+		return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, out printer) error {
+			return runPubIdempotent(ctx, c, bc, s.Namespace, out, msgs)
+		})
 	}
 	if c.IsSet(flagIfOffset) {
 		if c.Bool("ack") {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,6 +42,10 @@ func (s *Service) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat) 
 	var p problems
 	p.name("node_id", hb.NodeID)
 	p.name("storage_id", hb.StorageID)
+	if len(hb.Suspects) > wire.MaxSuspects {
+		p.add("suspects", "%d entries; at most %d", len(hb.Suspects), wire.MaxSuspects)
+	}
+	validatePositions(&p, hb.Positions)
 	if err := p.err(); err != nil {
 		return wire.Broker{}, err
 	}
@@ -50,6 +55,38 @@ func (s *Service) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat) 
 	}
 	br.ExpiryTimeoutMs = s.expiryTimeoutMs.Load()
 	return br, nil
+}
+
+// validatePositions checks a heartbeat's positions: at most
+// wire.MaxPositions, each naming a shard (kind stream or cache, tenant,
+// namespace and name) at a generation, a leader's end not short of its
+// durable offset. Only the first bad entry is named.
+func validatePositions(p *problems, ps []wire.ShardPosition) {
+	if len(ps) > wire.MaxPositions {
+		p.add("positions", "%d entries; at most %d", len(ps), wire.MaxPositions)
+		return
+	}
+	for i, sp := range ps {
+		var why string
+		switch {
+		case sp.Kind != wire.PlacementStream && sp.Kind != wire.PlacementCache:
+			why = fmt.Sprintf("kind %q (want stream or cache)", sp.Kind)
+		case sp.TenantID == "" || sp.Namespace == "" || sp.Name == "":
+			why = "tenant_id, namespace and name are required"
+		case len(sp.TenantID)+len(sp.Namespace)+len(sp.Name) > 3*maxAddrLen:
+			why = "names too long"
+		case sp.Generation == 0:
+			why = "generation 0"
+		case sp.Leader && sp.End < sp.Durable:
+			why = fmt.Sprintf("a leader's end %d short of its durable offset %d", sp.End, sp.Durable)
+		case !sp.Leader && sp.End != 0:
+			why = "end is a leader's field"
+		}
+		if why != "" {
+			p.add("positions", "entry %d (%s/%s/%s shard %d): %s", i, sp.TenantID, sp.Namespace, sp.Name, sp.Shard, why)
+			return
+		}
+	}
 }
 
 // DeregisterBroker removes a broker from the fleet. A broker that is
@@ -84,6 +121,12 @@ func validateRegistration(reg wire.BrokerRegistration) error {
 	var p problems
 	p.name("node_id", reg.NodeID)
 	p.name("storage_id", reg.StorageID)
+	if reg.CrashedStorageID != "" {
+		p.name("crashed_storage_id", reg.CrashedStorageID)
+		if reg.CrashedStorageID == reg.StorageID {
+			p.add("crashed_storage_id", "is the storage_id; it names the identity replaced by this one")
+		}
+	}
 	if n := len(reg.ClientAddrs); n == 0 || n > maxClientAddrs {
 		p.add("client_addrs", "%d addresses; send 1 to %d", n, maxClientAddrs)
 	}

@@ -30,6 +30,22 @@ func TestHTTPBrokerRegistry(t *testing.T) {
 	h.expect(200, "POST", "/v1/brokers/broker-1/heartbeat", h.admin, wire.BrokerHeartbeat{StorageID: "s1"}, &br)
 	h.expectError(404, "not_found", "POST", "/v1/brokers/ghost/heartbeat", h.admin, wire.BrokerHeartbeat{StorageID: "s1"}, "ghost", "not registered")
 	h.expectError(400, "invalid_request", "POST", "/v1/brokers/broker-1/heartbeat", h.admin, wire.BrokerHeartbeat{NodeID: "broker-2", StorageID: "s1"}, "differs")
+	good := wire.ShardPosition{Kind: "stream", TenantID: "default", Namespace: "default", Name: "s", Generation: 3, Leader: true, Durable: 5, End: 7}
+	h.expect(200, "POST", "/v1/brokers/broker-1/heartbeat", h.admin, wire.BrokerHeartbeat{StorageID: "s1", Positions: []wire.ShardPosition{good}}, &br)
+	for _, bad := range []func(p *wire.ShardPosition){
+		func(p *wire.ShardPosition) { p.Kind = "queue" },
+		func(p *wire.ShardPosition) { p.Name = "" },
+		func(p *wire.ShardPosition) { p.Generation = 0 },
+		func(p *wire.ShardPosition) { p.End = 4 },
+		func(p *wire.ShardPosition) { p.Leader = false },
+	} {
+		p := good
+		bad(&p)
+		h.expectError(400, "invalid_request", "POST", "/v1/brokers/broker-1/heartbeat", h.admin,
+			wire.BrokerHeartbeat{StorageID: "s1", Positions: []wire.ShardPosition{good, p}}, "positions", "entry 1")
+	}
+	h.expectError(400, "invalid_request", "POST", "/v1/brokers/broker-1/heartbeat", h.admin,
+		wire.BrokerHeartbeat{StorageID: "s1", Positions: make([]wire.ShardPosition, wire.MaxPositions+1)}, "positions", "at most")
 
 	var list struct{ Items []wire.Broker }
 	h.expect(200, "GET", "/v1/brokers", h.admin, nil, &list)
@@ -190,5 +206,33 @@ func TestExpiryLoopRunsOnTicks(t *testing.T) {
 		must(t, err)
 	case <-ctx.Done():
 		t.Fatal("Close did not stop the expiry loop")
+	}
+}
+
+func TestHTTPBrokerRegistrationNamesTheIdentityACrashReplaced(t *testing.T) {
+	h := newHarness(t)
+	var br wire.Broker
+	h.expect(200, "POST", "/v1/brokers", h.admin, testRegistration("broker-1", "s1", wire.FleetFeatures...), &br)
+	self := testRegistration("broker-1", "s1", wire.FleetFeatures...)
+	self.CrashedStorageID = "s1"
+	h.expectError(400, "invalid_request", "POST", "/v1/brokers", h.admin, self, "crashed_storage_id")
+	bad := testRegistration("broker-1", "s2", wire.FleetFeatures...)
+	bad.CrashedStorageID = "not/a name"
+	h.expectError(400, "invalid_request", "POST", "/v1/brokers", h.admin, bad, "crashed_storage_id")
+	back := testRegistration("broker-1", "s2", wire.FleetFeatures...)
+	back.CrashedStorageID = "s1"
+	h.expect(200, "POST", "/v1/brokers", h.admin, back, &br)
+	if br.StorageID != "s2" || br.CrashedStorageID != "s1" || br.State != wire.BrokerLive {
+		t.Fatalf("back after a crash %+v", br)
+	}
+	// Placement sees it.
+	raw, err := h.svc.store.PlacementInput(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range placementInput(raw).Brokers {
+		if b.NodeID == "broker-1" && (b.CrashedStorageID != "s1" || b.StorageID != "s2" || b.RegisteredAtMs == 0) {
+			t.Fatalf("placement broker %+v", b)
+		}
 	}
 }

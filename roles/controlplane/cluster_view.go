@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/felixmq/felix/core/auth"
 	"github.com/felixmq/felix/raftmeta/catalog"
@@ -108,3 +110,104 @@ func (s *Service) getClusterView(r *http.Request, _ *auth.Identity) (int, any, e
 
 // maxViewTagLen bounds the known parameter (tags are far shorter).
 const maxViewTagLen = 128
+
+// MaxViewWait bounds how long WaitClusterViewChange holds a caller.
+const MaxViewWait = 20 * time.Second
+
+// WaitClusterViewChange returns as soon as the cluster view's tag is not
+// known: the new tag and changed=true. It holds the caller while the tag
+// stays known, at most wait (capped at MaxViewWait), then answers
+// changed=false; it ends early, unchanged, when the service stops
+// (EndWaits). Brokers hold one such call open beside their polling, so
+// a placement change (a failover's promotion) reaches every broker as
+// soon as this member has applied it, not at the next poll.
+//
+// The first read is after a barrier, so this member has applied at least
+// what the caller's tag was read from; the reads after each change this
+// member applies are local. A tag read here is therefore never older
+// than the caller's, and "changed" means changed (or changed back).
+func (s *Service) WaitClusterViewChange(ctx context.Context, known string, wait time.Duration) (string, bool, error) {
+	id, err := s.ClusterID(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	ch := s.store.ClusterChanged()
+	head, err := s.store.ClusterState(ctx, false)
+	if err != nil {
+		return "", false, err
+	}
+	if tag := viewTag(id, head); tag != known {
+		return tag, true, nil
+	}
+	t := time.NewTimer(min(max(wait, 0), MaxViewWait))
+	defer t.Stop()
+	for {
+		select {
+		case <-ch:
+		case <-t.C:
+			return "", false, nil
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-s.waitsDone():
+			return "", false, nil
+		}
+		ch = s.store.ClusterChanged()
+		head, err := s.store.LocalClusterState()
+		if err != nil {
+			return "", false, err
+		}
+		if tag := viewTag(id, head); tag != known {
+			return tag, true, nil
+		}
+	}
+}
+
+// viewChange is GET /v1/cluster/view/changes' answer.
+type viewChange struct {
+	Tag string `json:"tag"`
+}
+
+// getClusterViewChange serves GET
+// /v1/cluster/view/changes?known=TAG&wait_ms=N: 200 with the new tag as
+// soon as the view's tag is not known, 304 without a body when it still
+// is after wait_ms (default 10000, at most MaxViewWait).
+func (s *Service) getClusterViewChange(r *http.Request, _ *auth.Identity) (int, any, error) {
+	q := r.URL.Query()
+	known := q.Get("known")
+	if len(known) > maxViewTagLen {
+		return 0, nil, invalid(fmt.Sprintf("known: longer than %d characters", maxViewTagLen))
+	}
+	wait := defaultViewWait
+	if v := q.Get("wait_ms"); v != "" {
+		ms, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || time.Duration(ms)*time.Millisecond > MaxViewWait {
+			return 0, nil, invalid(fmt.Sprintf("wait_ms: %q is not a whole number of milliseconds up to %d", v, MaxViewWait.Milliseconds()))
+		}
+		wait = time.Duration(ms) * time.Millisecond
+	}
+	tag, changed, err := s.WaitClusterViewChange(r.Context(), known, wait)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !changed {
+		return http.StatusNotModified, nil, nil
+	}
+	return http.StatusOK, viewChange{Tag: tag}, nil
+}
+
+// defaultViewWait is wait_ms when the request leaves it out.
+const defaultViewWait = 10 * time.Second
+
+// waitsDone is closed by EndWaits.
+func (s *Service) waitsDone() <-chan struct{} {
+	s.endWaits.once.Do(func() { s.endWaits.c = make(chan struct{}) })
+	return s.endWaits.c
+}
+
+// EndWaits answers every held WaitClusterViewChange at once, and every
+// later one without waiting: call it as the service's HTTP server shuts
+// down, so that its graceful shutdown is not held by waiting brokers.
+func (s *Service) EndWaits() {
+	s.waitsDone()
+	s.endWaits.close.Do(func() { close(s.endWaits.c) })
+}

@@ -193,3 +193,77 @@ func TestClusterViewOnEveryMember(t *testing.T) {
 		t.Fatalf("follower with the leader's tag: %v %v", changed, err)
 	}
 }
+
+// A view watch answers at once for a stale tag, holds while the tag is
+// current (heartbeats do not end it), answers with the new tag as soon
+// as a broker registers, answers 304 once its wait passed, and ends
+// when the service stops waiting.
+func TestClusterViewWatch(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.svc.RegisterBroker(bg, testRegistration("b1", "sid-b1"))
+	must(t, err)
+	var v wire.ClusterView
+	h.expect(200, "GET", viewPath, h.admin, nil, &v)
+
+	var ch viewChange
+	h.expect(200, "GET", viewPath+"/changes?known=0-stale&wait_ms=5000", h.admin, nil, &ch)
+	if ch.Tag != v.Tag {
+		t.Fatalf("stale tag answered %q, want %q", ch.Tag, v.Tag)
+	}
+	if status, body := h.do("GET", viewPath+"/changes?known="+v.Tag+"&wait_ms=20", h.admin, nil); status != 304 || len(body) != 0 {
+		t.Fatalf("current tag after its wait: %d %q, want 304", status, body)
+	}
+	for _, q := range []string{"wait_ms=-1", "wait_ms=x", "wait_ms=20001"} {
+		h.expect(400, "GET", viewPath+"/changes?known="+v.Tag+"&"+q, h.admin, nil, nil)
+	}
+
+	type answer struct {
+		tag     string
+		changed bool
+		err     error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		tag, changed, err := h.svc.WaitClusterViewChange(bg, v.Tag, 10*time.Second)
+		got <- answer{tag, changed, err}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_, err = h.svc.HeartbeatBroker(bg, wire.BrokerHeartbeat{NodeID: "b1", StorageID: "sid-b1"})
+	must(t, err)
+	select {
+	case a := <-got:
+		t.Fatalf("a heartbeat ended the wait: %+v", a)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_, err = h.svc.RegisterBroker(bg, testRegistration("b2", "sid-b2"))
+	must(t, err)
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a registration did not end the wait")
+	}
+	var after wire.ClusterView
+	h.expect(200, "GET", viewPath, h.admin, nil, &after)
+	if a.err != nil || !a.changed || a.tag != after.Tag || a.tag == v.Tag {
+		t.Fatalf("wait answered %+v; the view's tag is %s (was %s)", a, after.Tag, v.Tag)
+	}
+
+	go func() {
+		tag, changed, err := h.svc.WaitClusterViewChange(bg, after.Tag, 10*time.Second)
+		got <- answer{tag, changed, err}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	h.svc.EndWaits()
+	select {
+	case a = <-got:
+		if a.changed || a.err != nil {
+			t.Fatalf("ended wait answered %+v, want unchanged", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("EndWaits did not end a held wait")
+	}
+	if _, changed, err := h.svc.WaitClusterViewChange(bg, after.Tag, 10*time.Second); changed || err != nil {
+		t.Fatalf("a wait after EndWaits: %v %v", changed, err)
+	}
+}

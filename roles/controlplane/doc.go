@@ -66,7 +66,10 @@
 // stream or cache changed, it reads the registry, the catalog and the
 // assignments after a barrier, calls placement.Compute and proposes the
 // change as one command guarded by the placement's revision and
-// generation counter (a stale pass is refused and computed again). GET
+// generation counter (a stale pass is refused and computed again). It
+// hands Compute its clock and FELIX_SHARD_RESTORE_AFTER_MS, so a follower
+// whose broker has been down that long (counted from the mark-down, and
+// from no earlier than when the member became leader) is replaced. GET
 // /v1/placement/streams/{tenant}/{namespace}/{stream} and
 // .../caches/... show the assignments. Brokers do not act on them yet.
 // docs/placement.md has the rules, docs/protocol.md "Placement" the body.

@@ -113,7 +113,7 @@ func (s *Service) createBatch(r *http.Request, _ *auth.Identity) (int, any, erro
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = r.Header.Get(idempotencyHdr)
 	}
-	b, err := validateBatch(n[0], n[1], req)
+	b, err := validateBatch(n[0], n[1], req, s.defaultRF)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -132,9 +132,9 @@ func (s *Service) createBatch(r *http.Request, _ *auth.Identity) (int, any, erro
 	return http.StatusCreated, batchResponse{Streams: b.Streams, Caches: b.Caches, Replayed: replayed}, nil
 }
 
-// validateBatch applies defaults and checks every resource of a batch,
-// reporting every bad field at once.
-func validateBatch(tenant, ns string, req batchRequest) (Batch, error) {
+// validateBatch applies defaults (rf: the default replication factor)
+// and checks every resource of a batch, reporting every bad field at once.
+func validateBatch(tenant, ns string, req batchRequest, rf uint32) (Batch, error) {
 	b := Batch{Tenant: tenant, Namespace: ns, IdempotencyKey: req.IdempotencyKey,
 		Streams: make([]wire.StreamSpec, 0, len(req.Streams)), Caches: make([]wire.CacheSpec, 0, len(req.Caches))}
 	var p problems
@@ -154,7 +154,7 @@ func validateBatch(tenant, ns string, req batchRequest) (Batch, error) {
 		p.samePath(field+".tenant_id", sp.TenantID, tenant)
 		p.samePath(field+".namespace", sp.Namespace, ns)
 		sp.TenantID, sp.Namespace = tenant, ns
-		applyStreamDefaults(&sp)
+		applyStreamDefaults(&sp, rf)
 		if err := validateNewStream(sp); err != nil {
 			p.add(field, "%s", messageOf(err))
 		}

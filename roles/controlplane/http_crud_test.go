@@ -142,12 +142,9 @@ func TestHTTPValidation(t *testing.T) {
 		{streams, map[string]any{"stream": "s", "shards": 1025}, "shards"},
 		{streams, map[string]any{"stream": "s", "consistency": "eventual"}, "consistency"},
 		{streams, map[string]any{"stream": "s", "replication_factor": 8}, "replication_factor"},
-		// Accepted and silently ignored settings are refused (issue 15).
-		{streams, map[string]any{"stream": "s", "replication_factor": 3}, "replication_factor: 3 needs replication between brokers, and clustering is not built yet"},
-		{streams, map[string]any{"stream": "s", "consistency": "quorum"}, `consistency: "quorum" needs replication between brokers`},
 		{streams, map[string]any{"stream": "s", "shards": 0}, "shards: 0 is out of range 1..1024"},
 		{"/v1/tenants/default/namespaces/default/batch", map[string]any{"streams": []any{map[string]any{"stream": "s", "shards": 0}}}, "streams[0].shards: 0 is out of range"},
-		{"/v1/tenants/default/namespaces/default/batch", map[string]any{"streams": []any{map[string]any{"stream": "s", "replication_factor": 2}}}, "streams[0]: replication_factor: 2 needs replication"},
+		{"/v1/tenants/default/namespaces/default/batch", map[string]any{"streams": []any{map[string]any{"stream": "s", "replication_factor": 8}}}, "streams[0]: replication_factor: 8 is out of range 1..7"},
 		{"/v1/tenants/default/tokens", map[string]any{"sub": "x", "perms": []string{"stream.pub:stream:default/*"}}, `unknown action "stream.pub"`},
 		{"/v1/tenants/default/tokens", map[string]any{"sub": "x", "perms": []string{"nothing.*:stream:default/*"}}, `unknown action "nothing.*"`},
 		{streams, map[string]any{"stream": "s", "sub_queue_policy": "nope"}, "sub_queue_policy"},

@@ -32,7 +32,7 @@ func (s *Service) createStream(r *http.Request, _ *auth.Identity) (int, any, err
 		return 0, nil, err
 	}
 	sp.TenantID, sp.Namespace = n[0], n[1]
-	applyStreamDefaults(&sp)
+	applyStreamDefaults(&sp, s.defaultRF)
 	if err := validateNewStream(sp); err != nil {
 		return 0, nil, err
 	}

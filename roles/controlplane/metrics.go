@@ -18,6 +18,7 @@ var controlPlaneHelp = map[string]string{
 	"felix_controlplane_raft_reproposals_total": "Catalog writes proposed again because a leader change left their outcome unknown (each applies once).",
 	"felix_controlplane_token_exchanges_total":  "Token exchanges (an identity provider's token for a Felix token), by result: ok or the error code.",
 	"felix_controlplane_token_refreshes_total":  "Token refreshes, by result: ok, replay (a reused refresh token) or the error code.",
+	"felix_shards_under_replicated":             "Durable shards with fewer live copies (leader and followers on live or draining brokers under the storage identity placed on) than their replication factor, as of the last placement pass; 0 on members that do not lead the control plane.",
 }
 
 func init() { metricdoc.Describe(controlPlaneHelp) }
@@ -45,3 +46,28 @@ func (m *httpMetrics) count(route string, code int) {
 // reproposals counts writes proposed again because a leader change or a
 // cut hand-over left their outcome unknown (the catalog applies each once).
 var reproposals = metrics.NewCounter("felix_controlplane_raft_reproposals_total")
+
+// placementMetrics are the placement loop's gauges, in a set of their own
+// registered while the loop runs, so several control planes can share a
+// process (tests).
+type placementMetrics struct {
+	set *metrics.Set
+	// underReplicated is felix_shards_under_replicated: set by each pass
+	// on the leader, 0 on other members, so a sum over members counts
+	// each shard once.
+	underReplicated *metrics.Gauge
+}
+
+func newPlacementMetrics() *placementMetrics {
+	s := metrics.NewSet()
+	m := &placementMetrics{set: s, underReplicated: s.NewGauge("felix_shards_under_replicated", nil)}
+	metrics.RegisterSet(s)
+	return m
+}
+
+// close unregisters the set.
+func (m *placementMetrics) close() {
+	if m != nil {
+		metrics.UnregisterSet(m.set, true)
+	}
+}

@@ -8,9 +8,12 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// placementInput turns what the catalog holds into placement's Input.
-// Deregistered brokers are left out: placement treats their shards as
-// those of a broker that is gone.
+// placementInput turns what the catalog holds into placement's Input,
+// without a clock reading or a restore delay (the placement loop adds
+// them). Deregistered brokers are left out: placement treats their
+// shards as those of a broker that is gone. A down broker is down since
+// the expiry loop marked it (DownAtMs, on the leader's clock then), or,
+// in a record without that time, since its last heartbeat.
 func placementInput(in catalog.PlacementInput) placement.Input {
 	var out placement.Input
 	for _, br := range in.Brokers {
@@ -18,7 +21,21 @@ func placementInput(in catalog.PlacementInput) placement.Input {
 		if !ok {
 			continue
 		}
-		out.Brokers = append(out.Brokers, placement.Broker{NodeID: br.NodeID, Zone: br.Zone, State: st, StorageID: br.StorageID})
+		b := placement.Broker{NodeID: br.NodeID, Zone: br.Zone, State: st, StorageID: br.StorageID,
+			CrashedStorageID: br.CrashedStorageID, RegisteredAtMs: br.RegisteredAtMs}
+		if st == placement.Down {
+			b.DownSinceMs = br.DownAtMs
+			if b.DownSinceMs <= 0 {
+				b.DownSinceMs = max(br.LastHeartbeatMs, 0)
+			}
+		}
+		for _, su := range br.Suspects {
+			b.Suspects = append(b.Suspects, placement.Suspicion{
+				Shard: placement.ShardRef{Resource: placement.ResourceKey{Kind: placement.Kind(su.Kind), TenantID: su.TenantID,
+					Namespace: su.Namespace, Name: su.Name}, Shard: su.Shard},
+				Generation: su.Generation, Leader: su.Leader})
+		}
+		out.Brokers = append(out.Brokers, b)
 	}
 	for _, s := range in.Streams {
 		out.Resources = append(out.Resources, placement.StreamResource(s))
@@ -26,11 +43,40 @@ func placementInput(in catalog.PlacementInput) placement.Input {
 	for _, c := range in.Caches {
 		out.Resources = append(out.Resources, placement.CacheResource(c))
 	}
+	for _, bp := range in.Positions {
+		out.Reports = appendReports(out.Reports, bp)
+	}
 	out.Current.LastGeneration = in.LastGeneration
 	for _, a := range in.Assignments {
 		out.Current.Assignments = append(out.Current.Assignments, fromRecord(a))
 	}
 	return out
+}
+
+// appendReports adds a broker's kept reports (the current one, and the
+// one under its previous storage identity) to out as placement reports.
+func appendReports(out []placement.Report, bp catalog.BrokerPositions) []placement.Report {
+	for _, rep := range []*wire.PositionReport{&bp.Current, bp.Previous} {
+		if rep == nil || rep.StorageID == "" || bp.NodeID == "" {
+			continue
+		}
+		if bp.Previous != nil && rep == bp.Previous && bp.Previous.StorageID == bp.Current.StorageID {
+			continue // cannot happen: the catalog rotates on a new identity
+		}
+		r := placement.Report{NodeID: bp.NodeID, StorageID: rep.StorageID, AtMs: rep.AtMs,
+			Positions: make(map[placement.ShardRef]placement.Position, len(rep.Positions))}
+		for _, sp := range rep.Positions {
+			r.Positions[positionRef(sp)] = placement.Position{Generation: sp.Generation, Leader: sp.Leader, Durable: sp.Durable}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// positionRef is the shard a position names.
+func positionRef(sp wire.ShardPosition) placement.ShardRef {
+	return placement.ShardRef{Resource: placement.ResourceKey{Kind: placement.Kind(sp.Kind), TenantID: sp.TenantID,
+		Namespace: sp.Namespace, Name: sp.Name}, Shard: sp.Shard}
 }
 
 var brokerStates = map[wire.BrokerState]placement.BrokerState{

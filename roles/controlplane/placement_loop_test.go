@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,15 +155,98 @@ func TestPlacementLoopRunsOnTicks(t *testing.T) {
 
 func TestPlacementConfigFromEnv(t *testing.T) {
 	cfg, err := PlacementConfigFromEnv(func(string) string { return "" })
-	if err != nil || cfg.Interval != DefaultPlacementInterval {
+	if err != nil || cfg.Interval != DefaultPlacementInterval || cfg.RestoreAfter != DefaultRestoreAfter {
 		t.Fatalf("%+v %v", cfg, err)
 	}
-	cfg, err = PlacementConfigFromEnv(func(string) string { return "250" })
-	if err != nil || cfg.Interval != 250*time.Millisecond {
+	env := map[string]string{"FELIX_SHARD_RECONCILE_INTERVAL_MS": "250", "FELIX_SHARD_RESTORE_AFTER_MS": "1000"}
+	cfg, err = PlacementConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.RestoreAfter != time.Second {
 		t.Fatalf("%+v %v", cfg, err)
 	}
-	if _, err = PlacementConfigFromEnv(func(string) string { return "0" }); err == nil ||
-		!strings.Contains(err.Error(), "FELIX_SHARD_RECONCILE_INTERVAL_MS") {
-		t.Fatalf("0 accepted: %v", err)
+	env = map[string]string{"FELIX_SHARD_RECONCILE_INTERVAL_MS": "0", "FELIX_SHARD_RESTORE_AFTER_MS": "999"}
+	_, err = PlacementConfigFromEnv(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "FELIX_SHARD_RECONCILE_INTERVAL_MS") ||
+		!strings.Contains(err.Error(), "FELIX_SHARD_RESTORE_AFTER_MS") {
+		t.Fatalf("0 and 999 ms: %v, want both refused by name", err)
+	}
+	env = map[string]string{"FELIX_SHARD_RESTORE_AFTER_MS": "86400001"}
+	if _, err = PlacementConfigFromEnv(func(k string) string { return env[k] }); err == nil {
+		t.Fatal("a restore delay over a day accepted")
+	}
+}
+
+// followersOf returns the node ids of the followers of stream "r" shard 0.
+func followersOf(t *testing.T, s Store) []string {
+	t.Helper()
+	for _, a := range placementOf(t, s).Assignments {
+		if a.Kind == wire.PlacementStream && a.Name == "r" && a.Shard == 0 {
+			var ids []string
+			for _, r := range a.Replicas {
+				ids = append(ids, r.NodeID)
+			}
+			return ids
+		}
+	}
+	t.Fatal("stream r has no assignment")
+	return nil
+}
+
+// A follower whose broker the expiry loop marked down is replaced once
+// it has been down for RestoreAfter on the placer's clock, not before;
+// a placer that has just become leader counts from then.
+func TestPlacementRestoresAFollowerDownPastTheDelay(t *testing.T) {
+	store := openTestRaft(t, t.TempDir())
+	waitFor(t, "a leader", store.Ready)
+	for _, node := range []string{"b1", "b2", "b3", "b4", "b5"} {
+		_, err := store.RegisterBroker(bg, testRegistration(node, "sid-"+node), 1000)
+		must(t, err)
+	}
+	must(t, store.PutTenant(bg, wire.Tenant{TenantID: "t"}))
+	must(t, store.PutNamespace(bg, wire.Namespace{TenantID: "t", Namespace: "ns"}))
+	must(t, store.CreateStream(bg, wire.StreamSpec{TenantID: "t", Namespace: "ns", Stream: "r", Shards: 1,
+		Durable: true, ReplicationFactor: 3, Incarnation: "i1"}))
+	nowMs := int64(1_000_000)
+	clock := func() time.Time { return time.UnixMilli(nowMs) }
+	cfg := PlacementConfig{Interval: time.Second, RestoreAfter: time.Minute}
+	p := &placer{store: store, log: quietLogger(), cfg: cfg, now: clock}
+	must(t, p.pass(bg))
+	first := followersOf(t, store)
+	if len(first) != 2 {
+		t.Fatalf("followers %v, want two", first)
+	}
+	markDown := func(node string, atMs int64) {
+		t.Helper()
+		down, err := store.MarkBrokerDown(bg, node, brokerState(t, store, node).LastHeartbeatMs, atMs)
+		if err != nil || !down {
+			t.Fatalf("mark %s down: %v %v", node, down, err)
+		}
+	}
+	markDown(first[0], 1_010_000)
+	nowMs = 1_010_000 + 60_000 - 1
+	must(t, p.pass(bg))
+	if got := followersOf(t, store); !slices.Equal(got, first) {
+		t.Fatalf("1 ms before the delay: followers %v, want %v", got, first)
+	}
+	nowMs++
+	must(t, p.pass(bg))
+	second := followersOf(t, store)
+	if len(second) != 2 || second[0] != first[1] || slices.Contains(first, second[1]) {
+		t.Fatalf("after the delay: followers %v, want %s kept and a broker that held no copy", second, first[1])
+	}
+
+	// Another placer takes over long after the next follower went down:
+	// it counts from its own first pass.
+	markDown(second[0], 1_080_000)
+	nowMs = 2_000_000
+	p2 := &placer{store: store, log: quietLogger(), cfg: cfg, now: clock}
+	must(t, p2.pass(bg))
+	if got := followersOf(t, store); !slices.Equal(got, second) {
+		t.Fatalf("a new leader's first pass: followers %v, want %v (the count restarts)", got, second)
+	}
+	nowMs += 60_000
+	must(t, p2.pass(bg))
+	third := followersOf(t, store)
+	if len(third) != 2 || third[0] != second[1] || slices.Contains(first, third[1]) || slices.Contains(second, third[1]) {
+		t.Fatalf("a delay after the new leader's first pass: followers %v, want %s kept and the fifth broker", third, second[1])
 	}
 }

@@ -17,9 +17,10 @@ type BrokerRegistry interface {
 	// its record (ErrConflict for a duplicate node id or a missing
 	// finalized feature).
 	RegisterBroker(ctx context.Context, reg wire.BrokerRegistration, atMs int64) (wire.Broker, error)
-	// HeartbeatBroker records a live broker's heartbeat at atMs
-	// (ErrNotFound when unknown, ErrConflict when down, deregistered or
-	// under another storage identity).
+	// HeartbeatBroker records a live broker's heartbeat at atMs, its
+	// suspects and its positions, stamped with the storage identity it is
+	// registered with (ErrNotFound when unknown, ErrConflict when down,
+	// deregistered or under another storage identity).
 	HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat, atMs int64) (wire.Broker, error)
 	// MarkBrokerDown marks a live broker down unless it heartbeated after
 	// seenHeartbeatMs; it reports whether it did.
@@ -43,7 +44,7 @@ func (s *RaftStore) RegisterBroker(ctx context.Context, reg wire.BrokerRegistrat
 
 // HeartbeatBroker implements BrokerRegistry.
 func (s *RaftStore) HeartbeatBroker(ctx context.Context, hb wire.BrokerHeartbeat, atMs int64) (wire.Broker, error) {
-	return brokerResult(s.propose(ctx, catalog.CmdHeartbeatBroker(hb.NodeID, hb.StorageID, atMs)))
+	return brokerResult(s.propose(ctx, catalog.CmdHeartbeatBrokerReport(hb, atMs)))
 }
 
 // MarkBrokerDown implements BrokerRegistry.

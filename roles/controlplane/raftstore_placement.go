@@ -26,6 +26,12 @@ type PlacementStore interface {
 	// PlacementInputsChanged receives (one coalescing slot) when this
 	// member applied a command that may change the placement's input.
 	PlacementInputsChanged() <-chan struct{}
+	// ClusterChanged is closed once this member commits a command that
+	// may change what ClusterState reads; take it before the read.
+	ClusterChanged() <-chan struct{}
+	// LocalClusterState is ClusterState without assignments and without
+	// the barrier: what this member has applied.
+	LocalClusterState() (catalog.ClusterState, error)
 }
 
 var _ PlacementStore = (*RaftStore)(nil)
@@ -60,4 +66,12 @@ func (s *RaftStore) PlacementInputsChanged() <-chan struct{} { return s.cat.Plac
 // ClusterState implements PlacementStore.
 func (s *RaftStore) ClusterState(ctx context.Context, withAssignments bool) (catalog.ClusterState, error) {
 	return readAfter(ctx, s, func() (catalog.ClusterState, error) { return s.cat.ClusterState(withAssignments) })
+}
+
+// ClusterChanged implements PlacementStore.
+func (s *RaftStore) ClusterChanged() <-chan struct{} { return s.cat.ClusterChanged() }
+
+// LocalClusterState implements PlacementStore.
+func (s *RaftStore) LocalClusterState() (catalog.ClusterState, error) {
+	return s.cat.ClusterState(false)
 }

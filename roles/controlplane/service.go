@@ -40,6 +40,10 @@ type Config struct {
 	// OIDC tunes the verifiers of upstream tokens (Now defaults to the
 	// service clock).
 	OIDC auth.OIDCOptions
+	// DefaultReplicationFactor is the replication factor of a stream
+	// created without one (FELIX_DEFAULT_REPLICATION_FACTOR, read by
+	// DefaultReplicationFactorFromEnv; 0 means 1).
+	DefaultReplicationFactor uint32
 }
 
 // Service is the control plane: the catalog over a Store, token minting
@@ -61,13 +65,23 @@ type Service struct {
 	expiry *bgLoop
 	// placement is the placement loop once StartPlacement ran (nil before).
 	placement *bgLoop
+	// placementMetrics are its gauges, registered by StartPlacement and
+	// unregistered by Close (nil before).
+	placementMetrics *placementMetrics
 	// lastView is the cluster view last read whole (nil before), shared
 	// by the brokers that ask for the same tag (cluster_view.go).
 	lastView atomic.Pointer[wire.ClusterView]
+	// defaultRF is Config.DefaultReplicationFactor (at least 1).
+	defaultRF uint32
 	// expiryTimeoutMs is FELIX_NODE_EXPIRY_TIMEOUT_MS once StartExpiry
 	// ran (0 before): registration and heartbeat answers carry it, on
 	// every member, so brokers keep their lease by it.
 	expiryTimeoutMs atomic.Int64
+	// endWaits ends held cluster-view waits (EndWaits).
+	endWaits struct {
+		once, close sync.Once
+		c           chan struct{}
+	}
 }
 
 // startTimeout bounds the store reads and writes of NewContext (loading or
@@ -86,7 +100,11 @@ func New(cfg Config, store Store) (*Service, error) {
 // startTimeout. The Service owns store once it is returned: Close closes
 // it (on an error the caller still owns store).
 func NewContext(ctx context.Context, cfg Config, store Store) (*Service, error) {
-	s := &Service{store: store, log: cfg.Logger, now: cfg.Now, metrics: newHTTPMetrics()}
+	if cfg.DefaultReplicationFactor > maxReplication {
+		return nil, fmt.Errorf("controlplane: default replication factor %d is out of range 1..%d", cfg.DefaultReplicationFactor, maxReplication)
+	}
+	s := &Service{store: store, log: cfg.Logger, now: cfg.Now, metrics: newHTTPMetrics(),
+		defaultRF: max(cfg.DefaultReplicationFactor, 1)}
 	s.openAPI = sync.OnceValues(func() ([]byte, error) { return buildOpenAPI(s.routes()) })
 	if s.log == nil {
 		s.log = slog.Default()
@@ -233,8 +251,10 @@ func (s *Service) JWKS(ctx context.Context) ([]byte, error) {
 
 // Close stops the broker expiry and placement loops, then closes the store.
 func (s *Service) Close() error {
+	s.EndWaits()
 	s.expiry.stop()
 	s.placement.stop()
+	s.placementMetrics.close()
 	return s.store.Close()
 }
 

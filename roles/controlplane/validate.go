@@ -67,8 +67,10 @@ func validateTenant(t wire.Tenant) error {
 	return p.err()
 }
 
-// applyStreamDefaults fills what a create request may leave out.
-func applyStreamDefaults(s *wire.StreamSpec) {
+// applyStreamDefaults fills what a create request may leave out; rf is
+// the replication factor of a stream that gives none
+// (FELIX_DEFAULT_REPLICATION_FACTOR; 0 counts as 1).
+func applyStreamDefaults(s *wire.StreamSpec, rf uint32) {
 	if s.Shards == 0 {
 		s.Shards = 1
 	}
@@ -76,7 +78,7 @@ func applyStreamDefaults(s *wire.StreamSpec) {
 		s.Consistency = "leader"
 	}
 	if s.ReplicationFactor == 0 {
-		s.ReplicationFactor = 1
+		s.ReplicationFactor = max(rf, 1)
 	}
 }
 
@@ -103,26 +105,11 @@ func (c streamCreate) newStream() (wire.StreamSpec, problems) {
 }
 
 // validateNewStream checks the spec of a stream to create (after
-// defaults): validateStream, and nothing the cluster cannot do yet.
+// defaults). A replication factor above 1 and quorum consistency are
+// accepted: durable streams get followers (docs/placement.md, "Replica
+// sets"); in-memory streams keep one copy whatever the factor.
 func validateNewStream(s wire.StreamSpec) error {
-	p := streamProblems(s)
-	p.clustering(s)
-	return p.err()
-}
-
-// clustering refuses what needs replication between brokers, which is
-// not built: a replication factor above 1 or quorum acks would be stored
-// and silently not honoured (every shard has one copy and acks come from
-// its one broker). Streams stored by earlier releases with such values
-// are left alone, so updating their other fields still works.
-func (p *problems) clustering(s wire.StreamSpec) {
-	const why = "needs replication between brokers, and clustering is not built yet: every shard has one copy"
-	if s.ReplicationFactor > 1 {
-		p.add("replication_factor", "%d %s; use 1", s.ReplicationFactor, why)
-	}
-	if s.Consistency == "quorum" {
-		p.add("consistency", "\"quorum\" %s, so acks come from its broker alone; use \"leader\"", why)
-	}
+	return streamProblems(s).err()
 }
 
 // validateStream checks a complete stream spec (after defaults).

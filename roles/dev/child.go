@@ -75,7 +75,7 @@ type child struct {
 // second signal as "exit now").
 func startChild(n *nodeInfo, stdout, stderr io.Writer, mu *sync.Mutex) (*child, error) {
 	cmd := exec.Command(n.Argv[0], n.Argv[1:]...)
-	cmd.Env = append(os.Environ(), n.Env...)
+	cmd.Env = append(inheritedEnv(os.Environ()), n.Env...)
 	cmd.SysProcAttr = childAttr()
 	prefix := n.Name + " | "
 	c := &child{info: n, cmd: cmd, done: make(chan struct{}),

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,14 +43,20 @@ func Command() *cli.Command {
 			"Each node's output is prefixed \"node1 | \". Ctrl-C (SIGINT) or SIGTERM stops every node\n" +
 			"gracefully (SIGTERM, then SIGKILL after --stop-timeout); a node that exits is reported and the\n" +
 			"others keep running. Run felix dev again on the same DIR to bring the same cluster back.\n" +
+			"Streams created without --replication-factor get min(3, N) copies: felix dev sets\n" +
+			"FELIX_DEFAULT_REPLICATION_FACTOR for its nodes unless it is set in its environment, so a\n" +
+			"durable stream's shards each have a leader and up to two followers on other nodes.\n" +
 			"FELIX_* variables in felix dev's environment are passed to every node (those naming one node,\n" +
-			"such as FELIX_NODE_ID, are not). The nodes share this machine's cores: each runs with\n" +
+			"such as FELIX_NODE_ID, are not); FELIX_DEV_NODE<i>_<NAME>=VALUE gives node i alone\n" +
+			"FELIX_<NAME>=VALUE (FELIX_DEV_NODE2_NODE_PEER_ADVERTISE_ADDR=127.0.0.1:7000), recorded in its\n" +
+			"dev.json env; FELIX_DEV_RAFT_VIA<j>=HOST:PORT makes the other nodes reach member j's Raft\n" +
+			"listener at HOST:PORT (in their --raft-peers). The nodes share this machine's cores: each runs with\n" +
 			"GOMAXPROCS set to the cores felix dev may use divided by N (at least 1), unless GOMAXPROCS\n" +
 			"is set, which every node then inherits as it is.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Value: defaultDataDir, Usage: "`DIR` holding every node's state, client.json and dev.json"},
 			&cli.IntFlag{Name: "nodes", Value: defaultNodes, DefaultText: "3, or dev.json's count on a restart", Usage: fmt.Sprintf("how many nodes, `N` in 1..%d", maxNodes)},
-			&cli.IntFlag{Name: "base-port", DefaultText: "free ports the kernel picks, or dev.json's on a restart", Usage: "take every node's ports upwards from `PORT`"},
+			&cli.IntFlag{Name: "base-port", DefaultText: "free ports picked at random below the ephemeral range, or dev.json's on a restart", Usage: "take every node's ports upwards from `PORT`"},
 			&cli.DurationFlag{Name: "stop-timeout", Value: defaultStopTimeout, Usage: "how long the nodes may take to stop gracefully (`DURATION`) before they are killed"},
 		},
 		Action: run,
@@ -69,6 +76,18 @@ func nodeProcs(lookup func(string) (string, bool), procs, nodes int) []string {
 		return nil
 	}
 	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/nodes))}
+}
+
+// nodeReplication sets the control plane's default replication factor to
+// min(3, nodes), so a stream created without a factor gets a leader and
+// up to two followers, unless FELIX_DEFAULT_REPLICATION_FACTOR is set in
+// felix dev's environment (childEnv passes it on as it is).
+func nodeReplication(lookup func(string) (string, bool), nodes int) []string {
+	const name = "FELIX_DEFAULT_REPLICATION_FACTOR"
+	if _, set := lookup(name); set {
+		return nil
+	}
+	return []string{name + "=" + strconv.Itoa(min(3, nodes))}
 }
 
 // settings are the checked flags.
@@ -115,6 +134,11 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
+	overrides, err1 := nodeOverrides(os.Environ(), s.nodes)
+	via, err2 := raftVia(os.Environ(), s.nodes)
+	if err := errors.Join(err1, err2); err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
@@ -132,10 +156,15 @@ func run(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "felix dev: not passing %s to the nodes (each node has its own)\n", strings.Join(dropped, ", "))
 	}
 	env = append(env, nodeProcs(os.LookupEnv, runtime.GOMAXPROCS(0), s.nodes)...)
+	env = append(env, nodeReplication(os.LookupEnv, s.nodes)...)
 	p, err := newPlan(exe, s.dataDir, s.nodes, s.basePort, prev, env)
 	if err != nil {
 		return err
 	}
+	for i, extra := range overrides {
+		p.nodes[i].Env = slices.Concat(p.nodes[i].Env, extra)
+	}
+	applyRaftVia(p, via)
 	created, err := shareCA(p.dataDir, p.nodes)
 	if err != nil {
 		return err

@@ -64,6 +64,19 @@ func TestNodesShareTheCores(t *testing.T) {
 	}
 }
 
+func TestStreamsGetThreeCopiesOrOnePerNode(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	for nodes, want := range map[int]string{1: "1", 2: "2", 3: "3", 5: "3"} {
+		if got := nodeReplication(unset, nodes); !slices.Equal(got, []string{"FELIX_DEFAULT_REPLICATION_FACTOR=" + want}) {
+			t.Errorf("%d nodes: %v, want a factor of %s", nodes, got, want)
+		}
+	}
+	set := func(k string) (string, bool) { return "1", k == "FELIX_DEFAULT_REPLICATION_FACTOR" }
+	if got := nodeReplication(set, 3); got != nil {
+		t.Errorf("with the factor set: %v, want nothing added (the nodes inherit it)", got)
+	}
+}
+
 func TestPlanGivesEveryNodeItsOwnPortsAndAFullCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	p, err := newPlan("/bin/felix", dir, 3, 0, nil, []string{"FELIX_X=1"})
@@ -259,5 +272,70 @@ func TestDevRefusesBadSettingsBeforeStartingAnything(t *testing.T) {
 	writeDevFile(dir, p.nodes)
 	if code, msg := runDev(t, "--data-dir", dir, "--nodes", "5"); code != 2 || !strings.Contains(msg, "3-node cluster") {
 		t.Errorf("--nodes 5 on a 3-node directory: exit %d %q", code, msg)
+	}
+}
+
+func TestNodeOverridesReachOneNodeOnly(t *testing.T) {
+	environ := []string{"PATH=/bin", "FELIX_DEV_NODE2_NODE_PEER_ADVERTISE_ADDR=127.0.0.1:7000", "FELIX_DEV_NODE1_X=a=b",
+		"FELIX_NODE_PEER_ADVERTISE_ADDR=127.0.0.1:9", "FELIX_Y=1"}
+	got, err := nodeOverrides(environ, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"FELIX_X=a=b"}, {"FELIX_NODE_PEER_ADVERTISE_ADDR=127.0.0.1:7000"}, nil}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("node%d's overrides = %v, want %v", i+1, got[i], want[i])
+		}
+	}
+	// Neither felix dev's own variables nor a per-node one reach every node.
+	if env, _ := childEnv(environ); !slices.Equal(env, []string{"FELIX_Y=1"}) {
+		t.Errorf("childEnv = %v", env)
+	}
+	if env := inheritedEnv(environ); !slices.Equal(env, []string{"PATH=/bin", "FELIX_Y=1"}) {
+		t.Errorf("inheritedEnv = %v", env)
+	}
+	for _, bad := range []string{"FELIX_DEV_NODE4_X=1", "FELIX_DEV_NODE0_X=1", "FELIX_DEV_NODEX_Y=1", "FELIX_DEV_NODE1_=1", "FELIX_DEV_NODE1=1"} {
+		if _, err := nodeOverrides([]string{bad}, 3); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestRaftViaRoutesTheOtherNodesOnly(t *testing.T) {
+	p, err := newPlan("/bin/felix", t.TempDir(), 3, 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	via, err := raftVia([]string{"FELIX_DEV_RAFT_VIA2=127.0.0.1:7002", "FELIX_X=1"}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyRaftVia(p, via)
+	peersOf := func(n nodeInfo) string {
+		i := slices.Index(n.Argv, "--raft-peers")
+		if i < 0 || i+1 >= len(n.Argv) {
+			t.Fatalf("%s: no --raft-peers in %v", n.Name, n.Argv)
+		}
+		return n.Argv[i+1]
+	}
+	for i, n := range p.nodes {
+		peers := peersOf(n)
+		want2 := "2=http://127.0.0.1:7002"
+		if i == 1 {
+			want2 = "2=" + p.nodes[1].RaftPeerURL // node2 listens on its own entry
+		}
+		if !strings.Contains(peers, want2) || !strings.Contains(peers, "1="+p.nodes[0].RaftPeerURL) ||
+			!strings.Contains(peers, "3="+p.nodes[2].RaftPeerURL) {
+			t.Errorf("%s: --raft-peers %s, want member 2 as %s and the others as their listeners", n.Name, peers, want2)
+		}
+	}
+	if env, _ := childEnv([]string{"FELIX_DEV_RAFT_VIA2=x", "FELIX_Y=1"}); !slices.Equal(env, []string{"FELIX_Y=1"}) {
+		t.Errorf("childEnv passes felix dev's own variables: %v", env)
+	}
+	for _, bad := range []string{"FELIX_DEV_RAFT_VIA4=a:1", "FELIX_DEV_RAFT_VIA=a:1", "FELIX_DEV_RAFT_VIA1=", "FELIX_DEV_RAFT_VIA1=http://a:1"} {
+		if _, err := raftVia([]string{bad}, 3); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/felixmq/felix/internal/atomicfile"
+	"github.com/felixmq/felix/internal/freeport"
 )
 
 // File names under --data-dir.
@@ -60,20 +61,22 @@ type plan struct {
 // for the broker and peer listeners ports free on both UDP (QUIC) and
 // TCP (TLS over TCP listens on the same number). A port is checked by
 // binding it a moment; another process may take it before the child
-// binds it, which the child then reports.
+// binds it, which the child then reports. Without a base port, ports are
+// picked at random below the kernel's ephemeral range, where outgoing
+// connections do not take them meanwhile.
 type portPicker struct {
-	base int          // 0: kernel-chosen ports
+	base int          // 0: ports freeport picks
 	used map[int]bool // handed out already
 }
 
 func (p *portPicker) free(both bool, want int) (int, error) {
-	if want > 0 && !p.used[want] && portFree(both, want) {
+	if want > 0 && !p.used[want] && freeport.Free(both, want) {
 		p.used[want] = true
 		return want, nil
 	}
 	if p.base > 0 {
 		for port := p.base; port < 65536; port++ {
-			if !p.used[port] && portFree(both, port) {
+			if !p.used[port] && freeport.Free(both, port) {
 				p.base = port + 1
 				p.used[port] = true
 				return port, nil
@@ -81,46 +84,12 @@ func (p *portPicker) free(both bool, want int) (int, error) {
 		}
 		return 0, errors.New("--base-port: no free port left above it")
 	}
-	for range 50 {
-		port, err := kernelPort()
-		if err != nil {
-			return 0, err
-		}
-		if !p.used[port] && (!both || udpFree(port)) {
-			p.used[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free loopback port")
-}
-
-// portFree reports whether port is free on TCP, and on UDP too when both.
-func portFree(both bool, port int) bool {
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	defer ln.Close()
-	return !both || udpFree(port)
-}
-
-func udpFree(port int) bool {
-	c, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// kernelPort returns a TCP port the kernel picked as free.
-func kernelPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick(both, func(port int) bool { return p.used[port] })
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	p.used[port] = true
+	return port, nil
 }
 
 // portsOf recovers a node's ports from dev.json, so a restart reuses them.
@@ -207,23 +176,43 @@ func newPlan(exe, dataDir string, count, basePort int, prev *devFile, env []stri
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
+// perNodeVars are the FELIX_* settings that name one node: felix dev
+// passes none of them from its own environment to every node.
+var perNodeVars = map[string]bool{
+	"FELIX_NODE_ID": true, "FELIX_NODE_ADVERTISE_ADDR": true, "FELIX_NODE_PEER_ADVERTISE_ADDR": true,
+	"FELIX_NODE_TLS_CERT": true, "FELIX_NODE_TLS_KEY": true, "FELIX_NODE_TLS_CA": true,
+	"FELIX_RAFT_NODE_ID": true, "FELIX_RAFT_PEERS": true, "FELIX_RAFT_DATA_DIR": true,
+	"FELIX_DATA_DIR": true, "FELIX_CONFIG": true,
+}
+
+// inheritedEnv is environ less the variables childEnv keeps from every
+// node (perNodeVars and felix dev's own FELIX_DEV_*): a child
+// starts from it, so they reach a node only through its own env.
+func inheritedEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if perNodeVars[k] || strings.HasPrefix(k, devOwnPrefix) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
 // childEnv is the part of the environment every node inherits and
 // dev.json records: the FELIX_* settings, less those that name one node
 // (they would give every node the same identity or address).
+// FELIX_DEV_* variables are felix dev's own (overrides.go) and are not
+// passed on either.
 func childEnv(environ []string) (env, dropped []string) {
-	perNode := map[string]bool{
-		"FELIX_NODE_ID": true, "FELIX_NODE_ADVERTISE_ADDR": true, "FELIX_NODE_PEER_ADVERTISE_ADDR": true,
-		"FELIX_NODE_TLS_CERT": true, "FELIX_NODE_TLS_KEY": true, "FELIX_NODE_TLS_CA": true,
-		"FELIX_RAFT_NODE_ID": true, "FELIX_RAFT_PEERS": true, "FELIX_RAFT_DATA_DIR": true,
-		"FELIX_DATA_DIR": true, "FELIX_CONFIG": true,
-	}
 	env = []string{}
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "FELIX_") {
+		if !strings.HasPrefix(k, "FELIX_") || strings.HasPrefix(k, devOwnPrefix) {
 			continue
 		}
-		if perNode[k] {
+		if perNodeVars[k] {
 			dropped = append(dropped, k)
 			continue
 		}

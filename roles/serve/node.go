@@ -91,7 +91,7 @@ func newLogger(w io.Writer, env func(string) string) *slog.Logger {
 // file of an earlier release into it once), waits for a quorum, loads the
 // signing key, bootstraps the catalog once for the whole group and mints
 // this member's admin token on first start.
-func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog.Logger) (*controlplane.Service, *controlPlaneTLS, error) {
+func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog.Logger, defaultRF uint32) (*controlplane.Service, *controlPlaneTLS, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("--data-dir: %w", err)
 	}
@@ -116,7 +116,8 @@ func controlPlaneRole(ctx context.Context, c *cli.Context, o *options, log *slog
 		store.Close()
 		return nil, nil, err
 	}
-	cp, err := controlplane.NewContext(ctx, controlplane.Config{DataDir: o.DataDir, Logger: log}, store)
+	cfg := controlplane.Config{DataDir: o.DataDir, Logger: log, DefaultReplicationFactor: defaultRF}
+	cp, err := controlplane.NewContext(ctx, cfg, store)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -157,6 +158,7 @@ func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlan
 		if err != nil {
 			return nil, "", err
 		}
+		srv.srv.RegisterOnShutdown(cp.EndWaits)
 		if isLoopback(srv.addr) {
 			log.Warn("the control plane API is plain HTTP, reachable from this machine only; set FELIX_CONTROLPLANE_TLS_CERT and _KEY to serve it further", "addr", srv.addr.String())
 		} else {
@@ -168,6 +170,9 @@ func startControlPlaneHTTP(o *options, cp *controlplane.Service, ct *controlPlan
 	if err != nil {
 		return nil, "", err
 	}
+	// Brokers hold cluster-view waits open; answer them as the server
+	// shuts down rather than hold its graceful shutdown.
+	srv.srv.RegisterOnShutdown(cp.EndWaits)
 	return srv, "https://" + srv.addr.String(), nil
 }
 
@@ -235,6 +240,9 @@ func newNode(c *cli.Context, o *options, log *slog.Logger, withControlPlane, wit
 		}
 		n.expiry = exp
 		if n.placement, err = controlplane.PlacementConfigFromEnv(o.env); err != nil {
+			return nil, cli.Exit(err.Error(), 2)
+		}
+		if n.defaultRF, err = controlplane.DefaultReplicationFactorFromEnv(o.env); err != nil {
 			return nil, cli.Exit(err.Error(), 2)
 		}
 	}

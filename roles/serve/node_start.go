@@ -38,6 +38,7 @@ type node struct {
 	bcfg                         broker.Config                // checked before anything starts
 	expiry                       controlplane.ExpiryConfig    // likewise
 	placement                    controlplane.PlacementConfig // likewise
+	defaultRF                    uint32                       // likewise: FELIX_DEFAULT_REPLICATION_FACTOR
 	// abort ends the node's run with a cause (set by runNode): the
 	// broker calls it when the control plane refuses it for good.
 	abort context.CancelCauseFunc
@@ -111,7 +112,7 @@ func (n *node) stop() error {
 }
 
 func (n *node) startControlPlane(ctx context.Context) error {
-	cp, ct, err := controlPlaneRole(ctx, n.c, n.o, n.log)
+	cp, ct, err := controlPlaneRole(ctx, n.c, n.o, n.log, n.defaultRF)
 	if err != nil {
 		return err
 	}
@@ -184,8 +185,12 @@ func (n *node) startBroker(ctx context.Context) error {
 	return nil
 }
 
-// The control plane's Service is the in-process cluster view source.
-var _ broker.ClusterViewSource = (*controlplane.Service)(nil)
+// The control plane's Service is the in-process cluster view source, and
+// where the broker asks for its planned handoffs at shutdown.
+var (
+	_ broker.ClusterViewSource = (*controlplane.Service)(nil)
+	_ broker.HandoffSource     = (*controlplane.Service)(nil)
+)
 
 // fatal stops the node because the control plane refused its broker.
 func (n *node) fatal(err error) {

@@ -72,3 +72,45 @@ func withServerCPU(pid int, f func() (figures, error)) (figures, error) {
 	}
 	return fig, nil
 }
+
+// Broker CPU per replicated MB: the CPU time (user + system, every thread)
+// the servers of a replicated run used while it went on, summed over the
+// three servers, divided by the megabytes (10^6 bytes) of payload their
+// clients had acknowledged. Every server is its own process on both sides
+// (felix dev's three nodes; three serve-nats children), the load generators
+// run in other processes, and the window is the whole run, set-up included.
+
+// cpuPerMB is the figure's key in Felix's and the peer's figures.
+const cpuPerMB = "broker_cpu_ms_per_mb"
+
+var cpuPerMBMetric = metric{"broker CPU per replicated MB", "ms", true, cpuPerMB, cpuPerMB}
+
+// withServersCPU runs f and adds cpuPerMB to its figures, from the CPU time
+// processes pids used during f and f's count figure (acknowledged
+// messages) times payload bytes. Like withServerCPU it adds nothing when f
+// failed, acknowledged nothing or a time could not be read.
+func withServersCPU(pids []int, count string, payload int, f func() (figures, error)) (figures, error) {
+	before, berr := sumCPU(pids)
+	fig, err := f()
+	after, aerr := sumCPU(pids)
+	if err != nil || berr != nil || aerr != nil || fig == nil {
+		return fig, err
+	}
+	if mb := fig[count] * float64(payload) / 1e6; mb > 0 {
+		fig[cpuPerMB] = float64(after-before) / float64(time.Millisecond) / mb
+	}
+	return fig, nil
+}
+
+// sumCPU is the CPU time the processes pids have used so far, together.
+func sumCPU(pids []int) (time.Duration, error) {
+	var total time.Duration
+	for _, pid := range pids {
+		t, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
+}

@@ -36,6 +36,34 @@
 // run, divided by its deliveries, for felix serve and for the NATS server,
 // each its own process; the load generators are other processes.
 //
+// durable-acked-r3 is durable-acked on three copies: Felix is `felix dev
+// --nodes 3` (three felix serve processes under one supervisor; the
+// harness stops felix dev, which stops its nodes, and kills by PID any
+// node left), the bench stream created by `felix bench durable
+// --replication-factor 3 --consistency quorum --route direct`; the peer is
+// a JetStream stream with Replicas: 3 on three serve-nats children routed
+// to each other over TLS on free 127.0.0.1 ports. It reports broker CPU
+// per replicated MB: the three servers' CPU together over the acknowledged
+// megabytes. It is not part of --smoke (two clusters a side take longer
+// than the smoke run's budget).
+//
+// failover measures a Quorum shard's failover with felix dev's default
+// timings, and runs only when --workloads names it ("all" leaves it out),
+// without a warm-up round. Each of --failover-kills (BENCH_FAILOVER_KILLS,
+// default 20) kills per round and transport starts a fresh `felix dev
+// --nodes 3`, creates a one-shard durable stream at replication factor 3
+// with quorum consistency (`felix admin stream create`), and runs its load
+// in the harness process through the SDK (github.com/felixmq/felix/sdk/felix,
+// the checkout's, by a replace directive in go.mod): a ClusterClient
+// publishing one acknowledged record at a time, each call bounded by
+// --failover-call-timeout (500 ms), and reading the shard from the earliest
+// offset. It then sends SIGKILL to the shard's leader (from `felix admin
+// placement show -o json` and dev.json's PIDs) and reports p50, p99 and max
+// of the time from the kill to the first acknowledgement of a publish sent
+// after it, and to the first delivery of such a record; a kill without both
+// within 60 s is failed and counts as 60 s. It refuses to run when the
+// environment sets a cluster timing (felix dev passes it to its nodes).
+//
 // --smoke runs both transports (one short round, about 25 s). Results go to --json
 // (results/latest.json by default) and, with --write-docs, to the section of
 // docs/benchmarks.md between the bench:begin and bench:end markers.

@@ -24,7 +24,9 @@ type env struct {
 	natses   map[string]*natsNode
 	etcds    map[string]*etcdCluster
 	groups   map[string]*felixCluster
-	warnings map[string]string // by workload, added to its notes
+	devs     map[string]*felixDev    // felix dev clusters
+	natsCls  map[string]*natsCluster // three-server NATS clusters
+	warnings map[string]string       // by workload, added to its notes
 }
 
 // checkOnDisk warns, in the workload's notes, when a durable run left
@@ -90,6 +92,40 @@ func (e *env) nats(ctx context.Context, key string, cfg natsConfig) (*natsNode, 
 	return n, nil
 }
 
+// felixDev returns the running three-node felix dev cluster for key,
+// starting it with the extra environment on first use.
+func (e *env) felixDev(ctx context.Context, key string, extra ...string) (*felixDev, error) {
+	if d, ok := e.devs[key]; ok && d.alive() {
+		return d, nil
+	} else if ok {
+		logf("felix dev (%s) or one of its nodes had exited (%v); starting a new cluster", key, d.proc.err)
+		d.stop()
+	}
+	d, err := startFelixDev(ctx, e.p, e.felixBin, e.dir("felix-dev"), 3, extra)
+	if err != nil {
+		return nil, err
+	}
+	e.devs[key] = d
+	return d, nil
+}
+
+// natsCluster returns the running three-server NATS cluster for key,
+// starting it on first use.
+func (e *env) natsCluster(ctx context.Context, key string, cfg natsConfig) (*natsCluster, error) {
+	if c, ok := e.natsCls[key]; ok && c.alive() {
+		return c, nil
+	} else if ok {
+		logf("a server of the NATS cluster (%s) had exited; starting a new cluster", key)
+		c.stop()
+	}
+	c, err := startNATSCluster(ctx, e.p, e.self, e.dir("nats-cluster"), e.tls, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.natsCls[key] = c
+	return c, nil
+}
+
 // felixGroup returns the running three-member Felix control plane for key.
 func (e *env) felixGroup(ctx context.Context, key string) (*felixCluster, error) {
 	if c, ok := e.groups[key]; ok {
@@ -140,6 +176,18 @@ func (e *env) stop(prefix string) {
 		if strings.HasPrefix(k, prefix) {
 			c.stop()
 			delete(e.etcds, k)
+		}
+	}
+	for k, d := range e.devs {
+		if strings.HasPrefix(k, prefix) {
+			d.stop()
+			delete(e.devs, k)
+		}
+	}
+	for k, c := range e.natsCls {
+		if strings.HasPrefix(k, prefix) {
+			c.stop()
+			delete(e.natsCls, k)
 		}
 	}
 	for k, c := range e.groups {

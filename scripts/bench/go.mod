@@ -3,11 +3,20 @@ module github.com/felixmq/felix/scripts/bench
 go 1.26.0
 
 require (
+	github.com/felixmq/felix v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/zap v1.27.1
+)
+
+require (
+	github.com/VictoriaMetrics/metrics v1.45.0 // indirect
+	github.com/quic-go/quic-go v0.65.0 // indirect
+	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/valyala/histogram v1.2.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 )
 
 require (
@@ -74,3 +83,5 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/felixmq/felix => ../..

@@ -57,6 +57,8 @@ type options struct {
 	watchDuration   time.Duration
 	metaConcurrency int
 	casCallers      int
+	failoverKills   int           // SIGKILLs per round and transport in the failover workload
+	failoverCall    time.Duration // the failover workload's bound on each publish
 	timeout         time.Duration
 	// transports are the Felix transports each case runs over, in
 	// order, each its own run in every round: quic, tcp or both.
@@ -94,11 +96,15 @@ func parseTransports(s string) ([]string, error) {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	names := make([]string, 0)
+	var names, all []string // every workload; those "all" runs
 	for _, w := range allWorkloads() {
 		names = append(names, w.name)
+		if w.onlyNamed == "" {
+			all = append(all, w.name)
+		}
 	}
-	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(names, ","))
+	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(names, ",")+
+		" (all: every one but those run only when named: "+strings.Join(onlyNamed(), ",")+")")
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds after the warm-up (at least 1)")
 	fs.IntVar(&o.warmup, "warmup", 1, "warm-up rounds, not counted")
 	fs.BoolVar(&o.smoke, "smoke", false, "one short round of pubsub-4k and fanout N=10 (~30 s); exits non-zero if a figure is missing")
@@ -118,6 +124,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.metaConcurrency, "meta-concurrency", 16, "concurrent callers for meta")
 	fs.IntVar(&o.casCallers, "cas-callers", 16, "callers updating the one key in cache-cas")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "stop everything after this long")
+	kills := fs.String("failover-kills", cmp.Or(os.Getenv("BENCH_FAILOVER_KILLS"), strconv.Itoa(failoverKillsDefault)),
+		"leader SIGKILLs per round and transport in the failover workload (env BENCH_FAILOVER_KILLS)")
+	fs.DurationVar(&o.failoverCall, "failover-call-timeout", 500*time.Millisecond,
+		"the failover workload's bound on each acknowledged publish (its resolution)")
 	transports := fs.String("transports", cmp.Or(os.Getenv("BENCH_TRANSPORTS"), "quic,tcp"),
 		"comma-separated Felix transports each case runs over, in the same round: quic, tcp (env BENCH_TRANSPORTS)")
 	err := fs.Parse(args)
@@ -146,6 +156,12 @@ func parseFlags(args []string) (*options, error) {
 	if o.transports, err = parseTransports(*transports); err != nil {
 		return nil, err
 	}
+	if o.failoverKills, err = strconv.Atoi(*kills); err != nil || o.failoverKills < 1 {
+		return nil, fmt.Errorf("--failover-kills (or BENCH_FAILOVER_KILLS) %q: want a count of at least 1", *kills)
+	}
+	if o.failoverCall <= 0 {
+		return nil, errors.New("--failover-call-timeout must be more than 0")
+	}
 	if o.casCallers < 1 {
 		return nil, errors.New("--cas-callers must be at least 1")
 	}
@@ -153,7 +169,7 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("--rounds must be at least 1 and --warmup at least 0")
 	}
 	if *workloads == "all" || *workloads == "" {
-		o.workloads = names
+		o.workloads = all
 	} else {
 		for _, w := range strings.Split(*workloads, ",") {
 			w = strings.TrimSpace(w)
@@ -267,7 +283,8 @@ func harness(ctx context.Context, o *options, args []string) (*Report, error) {
 	p := newProcs()
 	defer p.stopAll()
 	e := &env{o: o, p: p, tmp: tmp, self: self,
-		felixes: map[string]*felixNode{}, natses: map[string]*natsNode{}, etcds: map[string]*etcdCluster{}, groups: map[string]*felixCluster{}, warnings: map[string]string{}}
+		felixes: map[string]*felixNode{}, natses: map[string]*natsNode{}, etcds: map[string]*etcdCluster{}, groups: map[string]*felixCluster{},
+		devs: map[string]*felixDev{}, natsCls: map[string]*natsCluster{}, warnings: map[string]string{}}
 	if e.tls, err = writeTLS(tmp); err != nil {
 		return nil, err
 	}

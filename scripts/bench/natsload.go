@@ -113,6 +113,34 @@ func jsStream(ctx context.Context, nc *nats.Conn, name string, storage jetstream
 // unacknowledged publishes, one core subscriber receiving, and reports the
 // acknowledged rate.
 func natsAcked(ctx context.Context, n *natsNode, storage jetstream.StorageType, payload, inflight int, d time.Duration) (figures, error) {
+	nc, err := n.connect("bench-js-admin")
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("BENCH%d", time.Now().UnixNano())
+	if _, err := js.CreateOrUpdateStream(ctx, benchStreamConfig(name, storage, 1)); err != nil {
+		return nil, err
+	}
+	defer js.DeleteStream(context.Background(), name)
+	return ackedLoad(ctx, n, name, payload, inflight, d)
+}
+
+// benchStreamConfig is an acked run's stream: subjects name.>, bounded to
+// 1 GiB (oldest dropped first), with replicas copies.
+func benchStreamConfig(name string, storage jetstream.StorageType, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: storage,
+		MaxBytes: 1 << 30, Discard: jetstream.DiscardOld, Replicas: replicas}
+}
+
+// ackedLoad publishes asynchronously to the existing stream name through
+// server n with at most inflight unacknowledged publishes, one core
+// subscriber on n receiving, and reports the acknowledged rate.
+func ackedLoad(ctx context.Context, n *natsNode, name string, payload, inflight int, d time.Duration) (figures, error) {
 	nc, err := n.connect("bench-js")
 	if err != nil {
 		return nil, err
@@ -123,19 +151,12 @@ func natsAcked(ctx context.Context, n *natsNode, storage jetstream.StorageType, 
 		return nil, err
 	}
 	defer subNC.Close()
-	name := fmt.Sprintf("BENCH%d", time.Now().UnixNano())
 	var asyncErrs atomic.Int64
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(inflight),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { asyncErrs.Add(1) }))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{name + ".>"}, Storage: storage, MaxBytes: 1 << 30, Discard: jetstream.DiscardOld,
-	}); err != nil {
-		return nil, err
-	}
-	defer js.DeleteStream(context.Background(), name)
 	cnt, err := subscribeCounter(subNC, name+".>")
 	if err != nil {
 		return nil, err
@@ -164,6 +185,7 @@ func natsAcked(ctx context.Context, n *natsNode, storage jetstream.StorageType, 
 	settle(ctx, cnt.msgs.Load, acked)
 	elapsed := time.Since(start)
 	return figures{
+		"acked":              float64(acked),
 		"acked_mb_per_s":     float64(acked*int64(payload)) / pubElapsed.Seconds() / 1e6,
 		"acked_msgs_per_s":   float64(acked) / pubElapsed.Seconds(),
 		"delivered_mb_per_s": float64(cnt.bytes.Load()) / elapsed.Seconds() / 1e6,

@@ -32,6 +32,7 @@ func serveNATS(args []string) error {
 	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream file write")
 	cert := fs.String("cert", "", "server certificate PEM")
 	key := fs.String("key", "", "server key PEM")
+	cl := clusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,6 +54,9 @@ func serveNATS(args []string) error {
 		// which counts as unset); every KV Watch is an ephemeral consumer,
 		// so watch-fanout needs it unlimited.
 		opts.JetStreamLimits.DefaultMaxConsumers = -1
+	}
+	if err := cl.apply(opts, pair); err != nil {
+		return err
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -80,6 +84,12 @@ type natsNode struct {
 }
 
 func startNATS(ctx context.Context, p *procs, self, dir string, tf tlsFiles, cfg natsConfig) (*natsNode, error) {
+	return startNATSWith(ctx, p, self, dir, tf, cfg, nil)
+}
+
+// startNATSWith starts a serve-nats child with the extra flags (a
+// cluster member's) and waits until it takes connections.
+func startNATSWith(ctx context.Context, p *procs, self, dir string, tf tlsFiles, cfg natsConfig, extra []string) (*natsNode, error) {
 	store := filepath.Join(dir, "jetstream")
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		return nil, err
@@ -91,7 +101,7 @@ func startNATS(ctx context.Context, p *procs, self, dir string, tf tlsFiles, cfg
 	if cfg.syncAlways {
 		args = append(args, "--sync-always")
 	}
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(self, append(args, extra...)...)
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -44,7 +44,11 @@ func runWorkload(ctx context.Context, e *env, w workload) []*Series {
 			series[i] = append(series[i], s)
 		}
 	}
-	for round := -e.o.warmup; round < e.o.rounds && ctx.Err() == nil; round++ {
+	warmup := e.o.warmup
+	if w.noWarmup != "" {
+		warmup = 0
+	}
+	for round := -warmup; round < e.o.rounds && ctx.Err() == nil; round++ {
 		label := fmt.Sprintf("round %d/%d", round+1, e.o.rounds)
 		if round < 0 {
 			label = "warm-up"

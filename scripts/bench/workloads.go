@@ -41,7 +41,12 @@ type workload struct {
 	peer    string // what the peer is, "" for none
 	note    string
 	pending string // set when Felix has nothing to measure yet
-	cases   func(o *options) []caseSpec
+	// onlyNamed, when set, says why the workload runs only when
+	// --workloads names it (not under "all").
+	onlyNamed string
+	// noWarmup, when set, says why the workload runs no warm-up round.
+	noWarmup string
+	cases    func(o *options) []caseSpec
 }
 
 var (
@@ -116,6 +121,8 @@ func allWorkloads() []workload {
 				return []caseSpec{durableAcked(o, "always", "fsync always / sync_interval always", true),
 					durableAcked(o, "periodic", "fsync periodic / default sync_interval", false)}
 			}},
+		durableAckedR3Workload(),
+		failoverWorkload(),
 		{name: "durable-latency", peer: "JetStream, file storage, sync_interval always (TLS)", cases: func(o *options) []caseSpec {
 			d := o.duration
 			return []caseSpec{{
@@ -249,6 +256,17 @@ func allWorkloads() []workload {
 			cases: func(o *options) []caseSpec { return watchFanoutCases(o, natsWatchPeer) }},
 	}
 	return append(ws, cacheWorkloads()...)
+}
+
+// onlyNamed lists the workloads that run only when --workloads names them.
+func onlyNamed() []string {
+	var out []string
+	for _, w := range allWorkloads() {
+		if w.onlyNamed != "" {
+			out = append(out, w.name)
+		}
+	}
+	return out
 }
 
 func durableAcked(o *options, fsync, name string, syncAlways bool) caseSpec {

@@ -146,6 +146,20 @@ func (w *cacheWorker) route(st *cacheStream, msg wire.Message) error {
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.PublishRefused:
 		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.StateValue: // commit.go
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupRecords: // group.go
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupExtended:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupDeadLetterList:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupPosition:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupInfo:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
+	case *wire.GroupDeleted:
+		w.resolve(st, m.RequestID, cacheResult{msg: m})
 	case *wire.PublishError:
 		id := m.RequestID
 		return w.refuse(st, &id, brokerErrorFromWire(m.Err()))

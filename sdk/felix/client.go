@@ -21,7 +21,9 @@ const (
 		wire.FeatureSubscriptionLagged | wire.FeatureStreamRead | wire.FeatureRecordTimestamps |
 		wire.FeatureCacheWatch | wire.FeatureCacheWatchRetained |
 		wire.FeatureTopology | wire.FeatureRedirect | wire.FeatureStreamShards | wire.FeatureCacheShards |
-		wire.FeatureShardOwners | wire.FeatureShardMoved | wire.FeaturePublishConditional
+		wire.FeatureShardOwners | wire.FeatureShardMoved | wire.FeaturePublishConditional | wire.FeatureAtomicCommit |
+		wire.FeatureConsumerGroup | wire.FeatureGroupClaimControl | wire.FeatureGroupDeadLetters | wire.FeatureGroupAdmin |
+		wire.FeatureGroupPublisher
 )
 
 // Client is one QUIC connection to one broker, carrying a pool of publish
@@ -42,6 +44,10 @@ type Client struct {
 	serverFeatures uint64
 
 	nextID atomic.Uint64 // request ids, from 1
+
+	// probing is set while a ClusterClient probes this connection
+	// (cluster_probe.go).
+	probing atomic.Bool
 
 	ctx     context.Context // ends when the client shuts down
 	cancel  context.CancelFunc

@@ -112,6 +112,17 @@ type brokerConn struct {
 	c    *Client
 	err  error
 	at   time.Time // when the dial ended
+	// until, when set, is how long err stands instead of
+	// dialRetryAfter: an address whose broker stopped answering a probe.
+	until time.Time
+}
+
+// failedUntil is when bc's failure stops being remembered.
+func (bc *brokerConn) failedUntil() time.Time {
+	if !bc.until.IsZero() {
+		return bc.until
+	}
+	return bc.at.Add(dialRetryAfter)
 }
 
 // ConnectCluster connects to the first reachable seed, in order, and
@@ -263,6 +274,14 @@ func (cc *ClusterClient) client(ctx context.Context) (*Client, error) {
 		cc.curIdx = len(cc.seeds) - 1 // the next attempt starts at seed 0 again
 	}
 	cc.mu.Unlock()
+	if len(errs) == 0 {
+		// Nothing was tried: the caller's context ended first.
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = errors.New("no broker address known")
+		}
+		return nil, notSent(fmt.Errorf("%w: no broker tried: %w", ErrConnectionLost, cause))
+	}
 	return nil, notSent(fmt.Errorf("%w: no broker reachable: %w", ErrConnectionLost, errors.Join(errs...)))
 }
 
@@ -330,7 +349,7 @@ func (cc *ClusterClient) connTo(ctx context.Context, addr string) (*Client, erro
 	case bc.err == nil && !bc.c.dead():
 		cc.mu.Unlock()
 		return bc.c, nil
-	case bc.err != nil && time.Since(bc.at) < dialRetryAfter:
+	case bc.err != nil && time.Now().Before(bc.failedUntil()):
 		cc.mu.Unlock()
 		return nil, bc.err
 	default:
@@ -356,6 +375,22 @@ func (cc *ClusterClient) connTo(ctx context.Context, addr string) (*Client, erro
 		return bc.c, bc.err
 	case <-ctx.Done():
 		return nil, notSent(ctx.Err())
+	}
+}
+
+// forgetFailedDial drops a remembered failed dial to addr, so that the
+// next call to it dials again at once instead of waiting out
+// dialRetryAfter. An identity's dials are its gateway's.
+func (cc *ClusterClient) forgetFailedDial(addr string) {
+	if cc.id != nil {
+		cc = cc.id.gateway
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	// A probe's verdict stands (until is set): its broker stopped
+	// answering a live connection, so a redirect naming it is stale.
+	if bc := cc.conns[addr]; bc != nil && bc.ready() && bc.err != nil && bc.until.IsZero() {
+		delete(cc.conns, addr)
 	}
 }
 

@@ -61,10 +61,35 @@ type ownerCache struct {
 
 	mu sync.Mutex
 	m  map[ownerKey]*ownerEntry
+	// moved is closed, and replaced, when a shard's owner is learned to
+	// be another broker than the one known (see movedC).
+	moved chan struct{}
 }
 
 func newOwnerCache(cc *ClusterClient) *ownerCache {
-	return &ownerCache{cc: cc, m: map[ownerKey]*ownerEntry{}}
+	return &ownerCache{cc: cc, m: map[ownerKey]*ownerEntry{}, moved: make(chan struct{})}
+}
+
+// movedC returns a channel closed once some shard's owner is learned to
+// be a broker other than the one known before: a resume waiting out its
+// backoff tries again at once (a failover's new leader answering a
+// publish, say, is news for a subscription of the same shard).
+func (oc *ownerCache) movedC() <-chan struct{} {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.moved
+}
+
+// noteMovedLocked closes moved when next names an owner for a shard
+// that prev named another for, or none. Caller holds oc.mu.
+func (oc *ownerCache) noteMovedLocked(prev, next []string) {
+	for i, a := range next {
+		if a != "" && (i >= len(prev) || prev[i] != a) {
+			close(oc.moved)
+			oc.moved = make(chan struct{})
+			return
+		}
+	}
 }
 
 // lookup returns what is known of k, asking the brokers when nothing is
@@ -131,6 +156,9 @@ func (oc *ownerCache) finish(e *ownerEntry, got owners, err error) {
 	defer oc.mu.Unlock()
 	e.asking = false
 	if err == nil {
+		if !e.at.IsZero() {
+			oc.noteMovedLocked(e.cur.addrs, got.addrs)
+		}
 		e.cur, e.at = got, time.Now()
 	} else if e.at.IsZero() {
 		e.at = time.Now() // nothing learned: route through the entry broker until the TTL
@@ -230,5 +258,6 @@ func (oc *ownerCache) learn(k ownerKey, shard uint32, addr string) {
 	}
 	addrs := append([]string(nil), e.cur.addrs...)
 	addrs[shard] = addr
+	oc.noteMovedLocked(e.cur.addrs, addrs)
 	e.cur.addrs = addrs
 }

@@ -13,11 +13,16 @@ import (
 
 // Resume bounds. A resume that keeps failing (or keeps ending before it
 // delivers anything) backs off from resumeBackoffBase, doubling up to
-// resumeBackoffMax, and gives up after maxResumeAttempts in a row.
+// resumeBackoffMax, and gives up after maxResumeAttempts in a row: about
+// 10 s in all, longer than a Quorum shard's failover takes with the
+// default timings (its suspicion threshold is 5 s). The cap is short so
+// that a subscription is back within a second of its shard's new leader
+// serving, and a wait ends early when the client learns that a shard
+// moved.
 const (
-	maxResumeAttempts = 10
+	maxResumeAttempts = 14
 	resumeBackoffBase = 50 * time.Millisecond
-	resumeBackoffMax  = 2 * time.Second
+	resumeBackoffMax  = time.Second
 )
 
 // resumableStream is a stream a resumable replaces when it ends: a
@@ -162,8 +167,14 @@ func (r *resumable[T, S]) backoff(ctx context.Context) error {
 	d = min(d, r.cc.resumeMax)
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var moved <-chan struct{}
+	if r.cc.owners != nil {
+		moved = r.cc.owners.movedC()
+	}
 	select {
 	case <-t.C:
+		return nil
+	case <-moved:
 		return nil
 	case <-ctx.Done():
 		if r.ctx.Err() != nil {

@@ -351,3 +351,46 @@ func TestClusterSubscriptionResumeFollowsRetryClass(t *testing.T) {
 		})
 	}
 }
+
+// A resume waiting out a long backoff tries again as soon as the client
+// learns that a shard moved (here as a publish would, from a redirect).
+func TestAResumeWaitingOutItsBackoffTriesAgainWhenAShardMoves(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{subscribed: durableAnswer(0, 100)})
+	cl.place(KindStream, "ns", "s", 0, 1)
+	cc := connectClusterTest(t, cl, 0)
+	cc.resumeBase, cc.resumeMax = time.Minute, time.Minute
+	sub := clusterSubscribe(t, cc, &SubscribeOptions{Start: AtOffset(0), Shard: 1})
+	fs := cl.node(1).nextSubscription()
+	sendRange(t, fs, 0, 2)
+	expectOffsets(t, sub, 0, 1)
+
+	// Shard 1's owner dies: the first resume finds nobody serving it
+	// (the entry still names the dead broker) and backs off a minute.
+	cl.node(1).Kill()
+	got := make(chan Event, 1)
+	go func() {
+		ev, _ := sub.Next(context.Background())
+		got <- ev
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case ev := <-got:
+		t.Fatalf("resumed before the shard moved: %+v", ev)
+	default:
+	}
+	cl.place(KindStream, "ns", "s", 0, 2)
+	cc.owners.learn(ownerKey{kind: KindStream, namespace: "ns", name: "s"}, 1, cl.node(2).Addr())
+	fs2 := cl.node(2).nextSubscription()
+	if got := startOf(t, fs2); got != 2 {
+		t.Fatalf("resubscribed at %d, want 2", got)
+	}
+	sendRange(t, fs2, 2, 3)
+	select {
+	case ev := <-got:
+		if ev.Offset != 2 {
+			t.Fatalf("first event after the move: %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the move")
+	}
+}

@@ -72,6 +72,11 @@ func (cc *ClusterClient) doRouted(ctx context.Context, r route, retry func(error
 	switch {
 	case err == nil:
 		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// No answer before the caller's deadline: the broker may have
+		// died without a word (QUIC notices only at its idle timeout).
+		cc.suspect(c)
+		return err
 	case errors.Is(err, ErrConnectionLost):
 		cc.invalidate(c)
 		if owned {
@@ -252,6 +257,11 @@ func openRouted[S any](ctx context.Context, cc *ClusterClient, r route, hint str
 				cc.owners.learn(r.k, shard, nl.Addr)
 			}
 			addr = nl.Addr
+			// A broker that names addr as the owner is news that addr
+			// serves: a dial that failed there moments ago (it was
+			// restarting) must not send the open back to the entry,
+			// which would only redirect it again.
+			cc.forgetFailedDial(addr)
 			continue
 		case redirectable(err) && cc.owners != nil:
 			cc.owners.drop(r.k, shard)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,6 +235,35 @@ func TestClusterSubscribeFollowsNotLeader(t *testing.T) {
 	}
 	cl.place(KindStream, "ns", "s", 2)
 	sub, err := cc.Subscribe(ctx, "ns", "s")
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer sub.Close()
+	fs := cl.node(2).nextSubscription()
+	fs.send(t, 0, []byte("m0"))
+	if ev := next(t, sub); string(ev.Payload) != "m0" {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+// An owner the client failed to dial a moment ago (it was restarting)
+// is dialled again when another broker's not_leader names it, rather
+// than the open bouncing between the entry's redirects until they run
+// out.
+func TestClusterSubscribeRedialsAnOwnerThatCameBack(t *testing.T) {
+	cl := newFakeCluster(t, 3, fakeOpts{})
+	cl.place(KindStream, "ns", "s", 2)
+	cc := connectClusterTest(t, cl, 0)
+	owner := cl.node(2).Addr()
+	failed := &brokerConn{done: make(chan struct{}), err: notSent(ErrConnectionLost), at: time.Now()}
+	close(failed.done)
+	cc.mu.Lock()
+	cc.conns[owner] = failed
+	cc.mu.Unlock()
+	if _, err := cc.clientAt(context.Background(), owner); err == nil {
+		t.Fatal("the remembered failed dial was not returned")
+	}
+	sub, err := cc.Subscribe(context.Background(), "ns", "s")
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -682,5 +712,25 @@ func TestIdentitySubscribeFollowsNotLeaderOnTheGatewaysConnection(t *testing.T) 
 	}
 	if c := cl.node(1).connCount(); c != 1 {
 		t.Fatalf("owner holds %d connections, want the gateway's one", c)
+	}
+}
+
+// A call whose context ended before any broker was tried says so, with
+// the context's error, not an empty list of failures.
+func TestNoBrokerTriedSaysWhy(t *testing.T) {
+	cl := newFakeCluster(t, 2, fakeOpts{})
+	cc := connectClusterTest(t, cl, 0)
+	// Every broker goes, so that no background topology refresh can
+	// seat a new entry connection before the call below.
+	old := entryOf(cc)
+	cl.node(0).Kill()
+	cl.node(1).Kill()
+	<-old.conn.Context().Done()
+	cc.invalidate(old)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := cc.client(ctx)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrConnectionLost) || strings.Contains(err.Error(), "%!") {
+		t.Fatalf("client with a cancelled context: %v", err)
 	}
 }

@@ -154,9 +154,16 @@ func (cc *ClusterClient) streamShardCount(ctx context.Context, namespace, stream
 		n, err = c.StreamShards(ctx, namespace, stream)
 		return err
 	})
+	return shardWidth(namespace, stream, n, err)
+}
+
+// shardWidth judges a stream_shards answer: the stream's width; 1 from a
+// broker not in a cluster (its shards are unknown: shard 0 is read); a
+// stream the broker does not know is not_found.
+func shardWidth(namespace, stream string, n uint32, err error) (uint32, error) {
 	switch {
 	case ignoreUnsupported(err) == nil && err != nil:
-		return 1, nil // a broker not in a cluster: the stream's shards are unknown; read shard 0
+		return 1, nil
 	case err != nil:
 		return 0, err
 	case n == 0:

@@ -1,5 +1,6 @@
 // Package felix is the Go client for Felix brokers: publish, subscribe,
-// read durable streams and cache over one QUIC connection per broker.
+// read durable streams, consume groups and cache over one QUIC connection
+// per broker.
 //
 // # Connecting
 //
@@ -45,6 +46,12 @@
 // producer id and sends them from a goroutine of its own: a batch whose
 // answer was lost is sent again under the same sequence and answered with
 // where its first copy landed, and a refusal is a *PublishRefusedError.
+// Keyed batches are numbered by the stream's width as the producer asked
+// it and declared by it (publish_width): under a new width the stream
+// starts again under a fresh producer id, except while a batch on it is
+// in doubt, whose re-send under the width that has gone fails with an
+// *InDoubtError until the width comes back or AbandonInDoubt gives it up
+// (docs/protocol.md, "Width changes").
 //
 // # Subscribing
 //
@@ -133,6 +140,31 @@
 //		}
 //		apply(it)
 //	}
+//
+// # Consumer groups
+//
+// A consumer group hands each record of one shard of a durable stream to
+// one consumer and takes it back unless it is acked within its
+// visibility (at least once). GroupPoll, GroupAck, GroupNack,
+// GroupExtend, GroupDeadLetter(s), GroupDiscard, GroupRedrive,
+// GroupSeek, GroupCreate (a seek with if_new), GroupDescribe and
+// GroupDelete name the shard; Group binds one shard's group with
+// Consume. A group lives on one shard and only the shard's leader serves
+// it: Client returns a *NotLeaderError, ClusterClient follows it.
+//
+// ClusterClient.GroupCreateStream, GroupSeekStream, GroupDescribeStream
+// and GroupDeleteStream run the call on every shard of a stream (its
+// width from stream_shards), each on the shard's owner, and answer in
+// shard order; a shard that fails is named in the joined error beside
+// the others' answers. ClusterClient.GroupSharded merges the group over
+// every shard as one *ShardedGroup: at most one poll out per shard, all
+// shards polled concurrently, records handed out one shard in turn, each
+// GroupRecord carrying its Shard so Ack, Nack, Extend and DeadLetter go
+// to that shard's owner; a shard whose owner is down or moving is polled
+// again with backoff while the others carry on. It holds at most one
+// poll's worth of claimed records per shard between Polls; Close hands
+// them back. Client has the same calls for a broker that leads every
+// shard (felix serve).
 //
 // # Acting for many users
 //

@@ -49,6 +49,9 @@ type fakeOpts struct {
 	// cluster, when set, makes the fake one broker of a fake cluster
 	// (fakecluster_test.go).
 	cluster *fakeCluster
+	// groups makes a fake cluster play consumer groups per shard
+	// (fakegroup_test.go).
+	groups *fakeGroups
 	// window is the publish_window granted to a client offering
 	// FEATURE_PUBLISH_PIPELINE (0: none).
 	window uint32
@@ -56,6 +59,8 @@ type fakeOpts struct {
 	// wrote: true drops the connection instead of answering
 	// (fakeidem_test.go).
 	loseAnswer func(m *wire.PublishIdempotent) bool
+	// initGate, when set, holds every producer_init until it is closed.
+	initGate chan struct{}
 }
 
 // pubRecord is one publish the fake received.
@@ -77,18 +82,26 @@ type fakeBroker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	wmu sync.Mutex // held by send (fakegroup_test.go) while it writes
+
 	mu          sync.Mutex
 	changed     chan struct{} // closed and replaced on every recorded change
 	conns       []transport.Conn
 	killed      bool                   // Kill ran: a connection accepted now is dropped
+	muted       bool                   // mute ran: nothing is answered any more, connections stay open
 	published   map[string][]pubRecord // "ns/stream" -> arrival order
 	cache       map[string][]byte
 	ttls        map[string]uint64
 	versions    map[string]uint64 // the version of each key in cache (cache_cond_test.go)
 	condOps     int               // conditional writes received
 	pubIfOps    int               // publish_if requests received (publish_if_test.go)
-	counters    map[string]int64  // "cache/key" -> sum (counters_test.go)
-	counterAdds int               // counter_add requests received
+	commitOps   int               // commit requests received (commit_test.go)
+	state       map[string]fakeStateValue
+	counters    map[string]int64 // "cache/key" -> sum (counters_test.go)
+	counterAdds int              // counter_add requests received
+	groupClaims map[uint64]bool  // offsets a fake group poll handed out (group_test.go)
+	groupMsgs   []wire.Message   // group requests received
+	groupAcked  []uint64         // offsets group_ack named
 	lastVersion uint64
 	nextSub     uint64
 	subC        chan *fakeSub
@@ -262,8 +275,26 @@ func writeMsg(w interface{ Write([]byte) (int, error) }, m wire.Message) error {
 	return err
 }
 
+// mute makes fb a broker frozen in place: its connections stay open and
+// nothing it reads from now on is answered.
+func (fb *fakeBroker) mute() {
+	fb.mu.Lock()
+	fb.muted = true
+	fb.mu.Unlock()
+}
+
+func (fb *fakeBroker) isMuted() bool {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return fb.muted
+}
+
 func (fb *fakeBroker) serveStream(conn transport.Conn, s transport.Stream) {
 	defer s.CancelRead(0)
+	if fb.isMuted() {
+		<-fb.ctx.Done()
+		return
+	}
 	fr := wire.NewFrameReader(s, 0)
 	flags, ok := fb.auth(s, fr)
 	if !ok {
@@ -278,6 +309,10 @@ func (fb *fakeBroker) serveStream(conn transport.Conn, s transport.Stream) {
 		f, err := fr.NextOwned()
 		if err != nil {
 			_ = s.Close() // end our side too, as the broker does
+			return
+		}
+		if fb.isMuted() {
+			<-fb.ctx.Done()
 			return
 		}
 		if f.Flags&wire.FlagBinaryPublishBatch != 0 {
@@ -426,10 +461,17 @@ func (fb *fakeBroker) handle(conn transport.Conn, s transport.Stream, clientFlag
 		return fb.condOp(s, msg)
 	case *wire.PublishIf:
 		return fb.publishIf(s, m)
-	case *wire.ProducerInit, *wire.PublishIdempotent:
+	case *wire.Commit:
+		return fb.commit(s, m)
+	case *wire.StateGet:
+		return fb.stateGet(s, m)
+	case *wire.ProducerInit, *wire.PublishIdempotent, *wire.PublishWidth:
 		return fb.idemOp(s, msg)
 	case *wire.CounterAdd, *wire.CounterGet:
 		return fb.counterOp(s, msg)
+	case *wire.GroupPoll, *wire.GroupAck, *wire.GroupNack, *wire.GroupExtend, *wire.GroupDeadLetters,
+		*wire.GroupSeek, *wire.GroupDescribe, *wire.GroupDelete:
+		return fb.groupOp(s, msg) // group_test.go
 	case *wire.StreamRead:
 		return writeMsg(s, fb.streamRead(m)) == nil
 	case *wire.OffsetForTime:

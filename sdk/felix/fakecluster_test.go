@@ -35,11 +35,14 @@ type fakeCluster struct {
 	// noCacheShards answers cache_shards unsupported, so the client does
 	// not learn a cache's shard count before it watches.
 	noCacheShards bool
+	// groups, when set, plays consumer groups per shard
+	// (fakegroup_test.go).
+	groups *fakeGroups
 }
 
 func newFakeCluster(t testing.TB, n int, opts fakeOpts) *fakeCluster {
 	t.Helper()
-	cl := &fakeCluster{t: t, shards: map[ownerKey][]int{}, gen: 1}
+	cl := &fakeCluster{t: t, shards: map[ownerKey][]int{}, gen: 1, groups: opts.groups}
 	opts.cluster = cl
 	opts.features |= clusterFeatures
 	if opts.flags == 0 {
@@ -199,7 +202,12 @@ func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handl
 		return false, true
 	}
 	if ans, ok := cl.answer(msg); ok {
-		return true, writeMsg(s, ans) == nil
+		return true, fb.send(s, ans) == nil
+	}
+	if cl.groups != nil {
+		if handled, keep := fb.clusterGroupOp(cl, s, msg); handled {
+			return true, keep
+		}
 	}
 	switch m := msg.(type) {
 	case *wire.Subscribe:
@@ -250,6 +258,23 @@ func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handl
 			nl.RequestID = &id
 			return true, writeMsg(s, nl) == nil
 		}
+	case *wire.Commit: // never forwarded either (commit_test.go)
+		shard := cl.streamShard(m.Namespace, m.Stream, m.EntityKey, m.Shard)
+		if nl := cl.redirect(fb, KindStream, m.Namespace, m.Stream, shard); nl != nil {
+			fb.mu.Lock()
+			fb.commitOps++
+			fb.mu.Unlock()
+			id := m.RequestID
+			nl.RequestID = &id
+			return true, writeMsg(s, nl) == nil
+		}
+	case *wire.StateGet:
+		shard := cl.streamShard(m.Namespace, m.Stream, m.EntityKey, m.Shard)
+		if nl := cl.redirect(fb, KindStream, m.Namespace, m.Stream, shard); nl != nil {
+			id := m.RequestID
+			nl.RequestID = &id
+			return true, writeMsg(s, nl) == nil
+		}
 	case *wire.PublishIf: // never forwarded: a non-owner answers not_leader
 		var shard uint32
 		if shards := cl.shardCount(KindStream, m.Namespace, m.Stream); len(m.Key) > 0 && shards > 0 {
@@ -279,6 +304,17 @@ func (fb *fakeBroker) clusterHandle(s transport.Stream, msg wire.Message) (handl
 		}
 	}
 	return false, true
+}
+
+// streamShard is the shard a keyed or shard-naming request is for.
+func (cl *fakeCluster) streamShard(ns, stream string, key []byte, named *uint32) uint32 {
+	if named != nil {
+		return *named
+	}
+	if shards := cl.shardCount(KindStream, ns, stream); len(key) > 0 && shards > 0 {
+		return wire.ShardForKey(key, shards)
+	}
+	return 0
 }
 
 func (cl *fakeCluster) shardCount(kind ShardKind, ns, name string) uint32 {

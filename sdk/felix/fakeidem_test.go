@@ -16,6 +16,11 @@ type fakeIdem struct {
 	binary  int                               // of them, binary frames
 	seqs    map[fakeIdemKey]*fakeIdemProducer // by producer and shard
 	sendLog []fakeIdemSend                    // every publish_idempotent, in arrival order
+	// widths is the publish_width declared on each stream, by "ns/stream"
+	// (with FEATURE_PUBLISH_WIDTH); stale counts the batches refused
+	// stale_width.
+	widths map[transport.Stream]map[string]uint32
+	stale  int
 }
 
 type fakeIdemKey struct {
@@ -54,6 +59,13 @@ func (fb *fakeBroker) idemHome() *fakeBroker {
 func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.ProducerInit:
+		if g := fb.opts.initGate; g != nil {
+			select {
+			case <-g:
+			case <-fb.ctx.Done():
+				return false
+			}
+		}
 		fb := fb.idemHome()
 		fb.mu.Lock()
 		fb.idem.nextID++
@@ -62,9 +74,23 @@ func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 		fb.notifyLocked()
 		fb.mu.Unlock()
 		return writeMsg(s, &wire.ProducerInitOK{ProducerID: id, RequestID: m.RequestID}) == nil
+	case *wire.PublishWidth:
+		fb.mu.Lock()
+		if fb.idem.widths == nil {
+			fb.idem.widths = map[transport.Stream]map[string]uint32{}
+		}
+		if fb.idem.widths[s] == nil {
+			fb.idem.widths[s] = map[string]uint32{}
+		}
+		fb.idem.widths[s][m.Namespace+"/"+m.Stream] = m.Width
+		fb.mu.Unlock()
+		return true
 	case *wire.PublishIdempotent:
 		if err := m.Validate(); err != nil {
 			return writeMsg(s, wire.NewError(wire.CodeInvalidRequest, "%v", err).PublishErrorMessage(m.RequestID, true)) == nil
+		}
+		if e := fb.staleWidth(s, m); e != nil {
+			return writeMsg(s, e.PublishErrorMessage(m.RequestID, true)) == nil
 		}
 		if m.Stream == "hold" && fb.opts.hold != nil {
 			select {
@@ -135,4 +161,24 @@ func (fb *fakeBroker) idemOp(s transport.Stream, msg wire.Message) bool {
 		return writeMsg(s, &wire.PublishOK{RequestID: m.RequestID, Offset: &base}) == nil
 	}
 	panic(fmt.Sprintf("idemOp: %T", msg))
+}
+
+// staleWidth refuses, as a broker with FEATURE_PUBLISH_WIDTH does, a
+// keyed batch routed by a width declared on s that its stream (in the
+// fake cluster) no longer has.
+func (fb *fakeBroker) staleWidth(s transport.Stream, m *wire.PublishIdempotent) *wire.Error {
+	cl := fb.opts.cluster
+	if cl == nil || m.Shard != nil || len(m.Key) == 0 || fb.opts.features&wire.FeaturePublishWidth == 0 {
+		return nil
+	}
+	n := cl.shardCount(KindStream, m.Namespace, m.Stream)
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	w, ok := fb.idem.widths[s][m.Namespace+"/"+m.Stream]
+	if !ok || w == n {
+		return nil
+	}
+	fb.idem.stale++
+	fb.notifyLocked()
+	return wire.NewStaleWidth(m.Stream, w, n)
 }

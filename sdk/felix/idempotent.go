@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/felixmq/felix/transport"
 	"github.com/felixmq/felix/wire"
 )
 
@@ -38,7 +39,7 @@ import (
 // error) was not written, and neither is any batch behind it on the same
 // shard; the producer then takes a fresh producer id for the stream, so
 // the batches after it start again at sequence 0 rather than meeting a
-// gap.
+// gap. A change of the stream's width follows idempotent_width.go.
 
 // maxIdemInflight caps the unanswered batches: the owner remembers 64
 // sequences per producer and shard.
@@ -80,6 +81,7 @@ func (e *PublishRefusedError) Unwrap() error {
 type IdempotentProducer struct {
 	router idemRouter
 	cfg    Config
+	wrap   func(transport.Stream) transport.Stream // tests only: wraps each lane's stream
 
 	jobs    chan *idemJob
 	closing chan struct{} // closed by Close: no batch is taken after it
@@ -99,6 +101,8 @@ type IdempotentProducer struct {
 	lanes   map[*Client]*idemLane  // a stream to each broker batches go to
 	owner   map[idemShard]*Client  // where each shard's batches go now
 	doubt   []*idemJob             // to send again, in numbering order, before anything new
+	redo    []*idemJob             // refused stale_width, never written: sent again or renumbered, in order, before anything new
+	ctl     chan idemCtl           // AbandonInDoubt's requests
 	streams map[string]*idemStream // by "ns/stream"
 	answers chan idemAnswer
 	backoff time.Duration
@@ -119,6 +123,12 @@ type idemLane struct {
 	gen      uint64
 	window   int
 	inflight []*idemJob // sent, unanswered, in send order
+	// out holds the frames of the last buffered batches of inflight, not
+	// yet written (idempotent_write.go).
+	out      []byte
+	buffered int
+	// widths is the publish_width declared on the stream, by "ns/stream".
+	widths map[string]uint32
 }
 
 // idemRouter is where a producer's batches go: one Client, or a
@@ -141,8 +151,14 @@ type idemRouter interface {
 // idemStream is what the producer holds of one stream.
 type idemStream struct {
 	id    uint64
-	width uint32
+	width uint32            // the stream's width as last asked (0: ask again)
 	seqs  map[uint32]uint64 // next sequence per shard
+	// widthOf is the width id's keyed batches are numbered by (0 before
+	// the first): under another, the stream takes a fresh id.
+	widthOf uint32
+	// held are batches in doubt whose re-send under the width that
+	// numbered them was refused stale_width (idempotent_width.go).
+	held []*idemJob
 }
 
 // clientRouter sends everything to one Client, dialling a replacement
@@ -214,6 +230,7 @@ func (clusterRouter) close() {}
 
 type idemJob struct {
 	ns, stream string
+	name       string // "ns/stream", the key of the producer's maps
 	key        []byte
 	payloads   [][]byte
 	// Set when the batch is numbered, kept for every re-send.
@@ -227,6 +244,31 @@ type idemJob struct {
 	notFound time.Time
 	// attempts counts the failures to number it.
 	attempts int
+	// width is the stream width that numbered a keyed batch (0 for an
+	// unkeyed one): it is declared with every send (publish_width), so
+	// the broker refuses it, stale_width, once the stream has another.
+	width uint32
+	// maybeLanded is set once a send went unanswered (its lane failed, or
+	// it was answered outcome_unknown): the batch may be in the log, so
+	// only a re-send under its own numbering may settle it.
+	maybeLanded bool
+	// answered is set once res was written (a held batch's call has its
+	// error while the batch waits to settle).
+	answered bool
+	// abandoned is set by AbandonInDoubt: its answer is not waited for.
+	abandoned bool
+	// retriedHeld is set once this new batch sent the stream's held
+	// batches again before it (idempotent_width.go).
+	retriedHeld bool
+}
+
+// answer writes j's result, once.
+func (j *idemJob) answer(r idemResult) {
+	if j.answered {
+		return
+	}
+	j.answered = true
+	j.res <- r
 }
 
 // idemNumberAttempts bounds the tries to number a batch (take the
@@ -264,7 +306,7 @@ func (c *Client) IdempotentProducer(ctx context.Context) (*IdempotentProducer, e
 	if err := c.checkUsable(); err != nil {
 		return nil, err
 	}
-	return newIdempotentProducer(&clientRouter{base: c, cur: c}, c.cfg), nil
+	return newIdempotentProducer(&clientRouter{base: c, cur: c}, c.cfg, nil), nil
 }
 
 // IdempotentProducer returns a producer publishing through cc: each
@@ -284,15 +326,17 @@ func (cc *ClusterClient) IdempotentProducer(ctx context.Context) (*IdempotentPro
 	if err := c.needFeature(wire.FeatureIdempotentProducer, "idempotent producers (FEATURE_IDEMPOTENT_PRODUCER)"); err != nil {
 		return nil, err
 	}
-	return newIdempotentProducer(clusterRouter{cc: cc}, c.cfg), nil
+	return newIdempotentProducer(clusterRouter{cc: cc}, c.cfg, nil), nil
 }
 
-func newIdempotentProducer(r idemRouter, cfg Config) *IdempotentProducer {
+// newIdempotentProducer starts a producer; wrap, when set (tests only),
+// wraps the stream of each lane the producer opens.
+func newIdempotentProducer(r idemRouter, cfg Config, wrap func(transport.Stream) transport.Stream) *IdempotentProducer {
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &IdempotentProducer{router: r, cfg: cfg, jobs: make(chan *idemJob, maxIdemInflight), closing: make(chan struct{}),
+	p := &IdempotentProducer{router: r, cfg: cfg, wrap: wrap, jobs: make(chan *idemJob, maxIdemInflight), closing: make(chan struct{}),
 		ctx: pctx, cancel: cancel, done: make(chan struct{}), ids: map[string]uint64{},
 		lanes: map[*Client]*idemLane{}, owner: map[idemShard]*Client{}, streams: map[string]*idemStream{},
-		answers: make(chan idemAnswer, 16)}
+		answers: make(chan idemAnswer, 16), ctl: make(chan idemCtl)}
 	go p.run()
 	return p
 }
@@ -306,7 +350,8 @@ func (p *IdempotentProducer) ProducerID() uint64 {
 }
 
 // ProducerIDFor returns the producer id namespace/stream's batches go out
-// under now (0 when none was taken yet).
+// under now: after a width change or a refusal, a fresh one (0 when none
+// was taken yet, and after AbandonInDoubt until the next batch takes one).
 func (p *IdempotentProducer) ProducerIDFor(namespace, stream string) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -395,7 +440,7 @@ func (p *IdempotentProducer) submit(ctx context.Context, namespace, stream strin
 	for i, pl := range payloads {
 		own[i] = append([]byte{}, pl...)
 	}
-	j := &idemJob{ns: namespace, stream: stream, key: append([]byte(nil), key...), payloads: own, res: make(chan idemResult, 1)}
+	j := &idemJob{ns: namespace, stream: stream, name: namespace + "/" + stream, key: append([]byte(nil), key...), payloads: own, res: make(chan idemResult, 1)}
 	if len(key) == 0 {
 		j.key = nil
 	}
@@ -456,19 +501,35 @@ func (p *IdempotentProducer) run() {
 	jobs := p.jobs
 	var next *idemJob
 	for p.ctx.Err() == nil {
-		if next == nil && jobs == nil && len(p.doubt) == 0 && p.unanswered() == 0 {
+		if next == nil && jobs == nil && len(p.doubt) == 0 && len(p.redo) == 0 && p.unanswered() == 0 {
 			return // closed and drained
 		}
 		if p.sendDoubt() {
 			continue
 		}
-		if next != nil && len(p.doubt) == 0 {
-			if sent, progressed := p.sendNew(next); sent {
-				next = nil
+		// Batches refused stale_width go before the next new one.
+		cur, redo := next, len(p.redo) > 0
+		if redo {
+			cur = p.redo[0]
+		}
+		if cur != nil && len(p.doubt) == 0 {
+			if sent, progressed := p.sendNew(cur); sent {
+				if redo {
+					p.redo = p.redo[1:]
+				} else {
+					next = nil
+				}
 				continue
 			} else if progressed {
 				continue
 			}
+		}
+		// Write what the lanes buffered before waiting, unless a batch
+		// or an answer is ready at once: batches ready together leave in
+		// one write (idempotent_write.go).
+		takeMore := next == nil && len(p.doubt) == 0 && len(jobs) > 0
+		if !takeMore && len(p.answers) == 0 && p.flushAll() {
+			continue // a lane failed: its batches are in doubt
 		}
 		var in chan *idemJob
 		if next == nil && len(p.doubt) == 0 {
@@ -476,7 +537,7 @@ func (p *IdempotentProducer) run() {
 		}
 		var retry <-chan time.Time
 		var timer *time.Timer
-		if next != nil || len(p.doubt) > 0 {
+		if next != nil || len(p.doubt) > 0 || len(p.redo) > 0 {
 			// Waiting for room in a lane (an answer wakes the loop) or for
 			// a lane to be had: look again after a while either way.
 			timer = time.NewTimer(max(p.backoff, 10*time.Millisecond))
@@ -493,6 +554,8 @@ func (p *IdempotentProducer) run() {
 			if l := p.lanes[a.lane.c]; l == a.lane && l.gen == a.gen {
 				p.handle(l, a)
 			}
+		case c := <-p.ctl:
+			c.res <- p.abandon(c.ns, c.stream)
 		case <-retry:
 		case <-p.ctx.Done():
 		}
@@ -501,7 +564,7 @@ func (p *IdempotentProducer) run() {
 		}
 	}
 	if next != nil {
-		next.res <- idemResult{err: ErrClosed}
+		next.answer(idemResult{err: ErrClosed})
 	}
 }
 
@@ -518,15 +581,19 @@ func (p *IdempotentProducer) unanswered() int {
 func (p *IdempotentProducer) stop() {
 	for _, l := range p.lanes {
 		for _, j := range l.inflight {
-			j.res <- idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)}
+			j.answer(idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)})
 		}
 		l.inflight = nil
 		l.st.abort()
 	}
 	for _, j := range p.doubt {
-		j.res <- idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)}
+		j.answer(idemResult{err: fmt.Errorf("felix: idempotent producer closed with the batch unanswered; it may have landed: %w", ErrClosed)})
 	}
 	p.doubt = nil
+	for _, j := range p.redo {
+		j.answer(idemResult{err: ErrClosed})
+	}
+	p.redo = nil
 	p.lanes = map[*Client]*idemLane{}
 	for {
 		select {
@@ -535,7 +602,7 @@ func (p *IdempotentProducer) stop() {
 				p.router.close()
 				return
 			}
-			j.res <- idemResult{err: ErrClosed}
+			j.answer(idemResult{err: ErrClosed})
 		default:
 			p.router.close()
 			return
@@ -547,6 +614,7 @@ func (p *IdempotentProducer) stop() {
 // stopping.
 func (p *IdempotentProducer) pause() bool {
 	if p.backoff > 0 {
+		p.flushAll()
 		t := time.NewTimer(p.backoff)
 		select {
 		case <-t.C:
@@ -567,7 +635,7 @@ func (p *IdempotentProducer) grow() {
 // lane returns the open lane j's batches go to, opening a stream (after
 // the backoff) when there is none; nil when none could be had now.
 func (p *IdempotentProducer) lane(j *idemJob) *idemLane {
-	k := idemShard{j.ns + "/" + j.stream, j.shard}
+	k := idemShard{j.name, j.shard}
 	c := p.owner[k]
 	if c != nil && c.dead() {
 		// Its batches in flight go in doubt before anything is sent
@@ -578,6 +646,9 @@ func (p *IdempotentProducer) lane(j *idemJob) *idemLane {
 		p.router.failed(c, j.ns, j.stream, j.shard)
 		delete(p.owner, k)
 		c = nil
+	}
+	if c == nil || p.lanes[c] == nil {
+		p.flushAll() // what follows may wait on the network
 	}
 	if c == nil {
 		if !p.pause() {
@@ -605,6 +676,9 @@ func (p *IdempotentProducer) lane(j *idemJob) *idemLane {
 		p.router.failed(c, j.ns, j.stream, j.shard)
 		delete(p.owner, k)
 		return nil
+	}
+	if p.wrap != nil {
+		st.s = p.wrap(st.s)
 	}
 	p.gen++
 	l := &idemLane{c: c, st: st, gen: p.gen, window: 1}
@@ -637,9 +711,17 @@ func (p *IdempotentProducer) read(l *idemLane) {
 // order with those already there, and the shards it served are routed
 // afresh.
 func (p *IdempotentProducer) laneFailed(l *idemLane) {
+	if p.lanes[l.c] != l {
+		return // failed already
+	}
 	p.grow()
 	l.st.abort()
 	delete(p.lanes, l.c)
+	// Batches still buffered were never written by this lane.
+	for _, j := range l.inflight[:max(0, len(l.inflight)-l.buffered)] {
+		j.maybeLanded = true
+	}
+	l.out, l.buffered = nil, 0
 	p.doubt = append(p.doubt, l.inflight...)
 	slices.SortFunc(p.doubt, func(a, b *idemJob) int { return cmp.Compare(a.order, b.order) })
 	for _, j := range l.inflight {
@@ -677,17 +759,21 @@ func (p *IdempotentProducer) sendDoubt() bool {
 // answered (with a failure it cannot be sent past); progressed: not sent,
 // but something changed (a lane was opened or lost) worth another turn.
 func (p *IdempotentProducer) sendNew(j *idemJob) (sent, progressed bool) {
+	if hold, sent, progressed := p.widthRules(j); hold {
+		return sent, progressed
+	}
 	if !j.numbered {
 		if err := p.number(j); err != nil {
 			// A broker's fatal refusal, or failures past a bound, fail the
 			// batch; anything else (no connection, a timeout, a refusal
 			// that says try again) is tried again after the backoff.
 			j.attempts++
-			if p.ctx.Err() == nil && !isFatal(err) && j.attempts < idemNumberAttempts {
+			var ide *InDoubtError
+			if p.ctx.Err() == nil && !isFatal(err) && !errors.As(err, &ide) && j.attempts < idemNumberAttempts {
 				p.grow()
 				return false, p.pause()
 			}
-			j.res <- idemResult{err: err}
+			j.answer(idemResult{err: err})
 			return true, true
 		}
 	}
@@ -712,62 +798,59 @@ func isFatal(err error) bool {
 // number gives j its producer id, shard and sequence, taking an id for
 // the stream and learning its width first when needed.
 func (p *IdempotentProducer) number(j *idemJob) error {
-	key := j.ns + "/" + j.stream
+	key := j.name
 	s := p.streams[key]
 	if s == nil {
 		s = &idemStream{seqs: map[uint32]uint64{}}
 		p.streams[key] = s
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
-	defer cancel()
+	// The calls below wait on the network only when the stream needs an
+	// id or a width: their context (a timer) is made then, not per batch.
+	lc := lazyCtx{parent: p.ctx, timeout: p.cfg.DialTimeout}
+	defer lc.stop()
 	var c *Client
 	entry := func() (*Client, error) {
 		if c != nil {
 			return c, nil
 		}
+		p.flushAll() // the calls that follow wait on the network
 		var err error
-		c, err = p.router.entry(ctx)
+		c, err = p.router.entry(lc.get())
 		return c, err
+	}
+	if j.key != nil {
+		if s.width == 0 {
+			if err := p.learnWidth(lc.get(), entry, j, s); err != nil {
+				return err
+			}
+		}
+		if s.id != 0 && s.widthOf != 0 && s.width != s.widthOf {
+			// A new width: the stream's sequences start again under a
+			// fresh id, unless a batch numbered by the old one is in doubt.
+			if n := p.unsure(key); n > 0 {
+				return p.inDoubt(j, s, n)
+			}
+			s.id = 0
+		}
 	}
 	if s.id == 0 {
 		c, err := entry()
 		if err != nil {
 			return err
 		}
-		m := &wire.ProducerInit{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream}
-		res, err := c.requestCall(ctx, m, &m.RequestID)
+		id, err := p.takeID(lc.get(), c, j.ns, j.stream)
 		if err != nil {
 			return err
 		}
-		ok, isOK := res.msg.(*wire.ProducerInitOK)
-		if !isOK || ok.ProducerID == 0 {
-			return fmt.Errorf("felix: producer_init answered with %s", typeOf(res.msg))
-		}
-		s.id, s.seqs = ok.ProducerID, map[uint32]uint64{}
-		p.mu.Lock()
-		p.ids[key] = s.id
-		if p.first == 0 {
-			p.first = s.id
-		}
-		p.mu.Unlock()
+		s.id, s.seqs, s.widthOf = id, map[uint32]uint64{}, 0
 	}
 	var shard uint32
+	j.width = 0
 	if j.key != nil {
-		if s.width == 0 {
-			c, err := entry()
-			if err != nil {
-				return err
-			}
-			w, err := c.StreamShards(ctx, j.ns, j.stream)
-			if err != nil {
-				return fmt.Errorf("felix: an idempotent keyed publish needs the stream's width: %w", err)
-			}
-			if w == 0 {
-				return fmt.Errorf("felix: the broker knows no stream %s/%s", j.ns, j.stream)
-			}
-			s.width = w
+		if s.widthOf == 0 {
+			s.widthOf = s.width
 		}
-		shard = wire.ShardForKey(j.key, s.width)
+		shard, j.width = wire.ShardForKey(j.key, s.width), s.width
 	}
 	p.order++
 	j.numbered, j.id, j.shard, j.seq, j.order = true, s.id, shard, s.seqs[shard], p.order
@@ -775,40 +858,68 @@ func (p *IdempotentProducer) number(j *idemJob) error {
 	return nil
 }
 
-// write sends j on l and adds it to l's unanswered; a failed write fails
-// the lane (j is then in doubt). It goes as a binary frame
-// (FLAG_BINARY_PUBLISH_IDEMPOTENT) when the broker advertised one and the
-// batch needs no explicit shard, as publish_idempotent otherwise.
-func (p *IdempotentProducer) write(l *idemLane, j *idemJob) {
-	c := l.c
-	explicit := j.key != nil && c.serverFeatures&wire.FeatureExplicitShard != 0
-	var frame []byte
-	var err error
-	if c.serverFlags&wire.FlagBinaryPublishIdempotent != 0 && !explicit {
-		b := wire.BinaryPublish{RequestID: c.newRequestID(), ProducerID: j.id, Sequence: j.seq, Key: j.key,
-			TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads}
-		j.reqID = b.RequestID
-		frame = b.AppendFrame(nil, wire.PublishFlags(true, j.key != nil)|wire.FlagBinaryPublishIdempotent)
-	} else {
-		seq := j.seq
-		m := &wire.PublishIdempotent{TenantID: p.cfg.Tenant, Namespace: j.ns, Stream: j.stream, Payloads: j.payloads,
-			ProducerID: j.id, Sequence: &seq, RequestID: c.newRequestID()}
-		if explicit {
-			shard := j.shard
-			m.Shard = &shard // checked against the stream's width, never wrapped
-		} else {
-			m.Key = j.key
-		}
-		j.reqID = m.RequestID
-		frame, err = wire.AppendMessageFrame(nil, m)
+// lazyCtx makes a context with a timeout when first asked for it.
+type lazyCtx struct {
+	parent  context.Context
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func (l *lazyCtx) get() context.Context {
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithTimeout(l.parent, l.timeout)
 	}
-	l.inflight = append(l.inflight, j)
-	if err == nil {
-		_, err = l.st.s.Write(frame)
+	return l.ctx
+}
+
+// stop releases the context, if one was made.
+func (l *lazyCtx) stop() {
+	if l.cancel != nil {
+		l.cancel()
 	}
+}
+
+// learnWidth asks the stream's width when it is not known (first use,
+// or dropped by a stale_width or not_found refusal).
+func (p *IdempotentProducer) learnWidth(ctx context.Context, entry func() (*Client, error), j *idemJob, s *idemStream) error {
+	if s.width != 0 {
+		return nil
+	}
+	c, err := entry()
 	if err != nil {
-		p.laneFailed(l)
+		return err
 	}
+	w, err := c.StreamShards(ctx, j.ns, j.stream)
+	if err != nil {
+		return fmt.Errorf("felix: an idempotent keyed publish needs the stream's width: %w", err)
+	}
+	if w == 0 {
+		return fmt.Errorf("felix: the broker knows no stream %s/%s", j.ns, j.stream)
+	}
+	s.width = w
+	return nil
+}
+
+// takeID takes a producer id for namespace/stream with producer_init
+// and makes it the stream's current one.
+func (p *IdempotentProducer) takeID(ctx context.Context, c *Client, namespace, stream string) (uint64, error) {
+	m := &wire.ProducerInit{TenantID: p.cfg.Tenant, Namespace: namespace, Stream: stream}
+	res, err := c.requestCall(ctx, m, &m.RequestID)
+	if err != nil {
+		return 0, err
+	}
+	ok, isOK := res.msg.(*wire.ProducerInitOK)
+	if !isOK || ok.ProducerID == 0 {
+		return 0, fmt.Errorf("felix: producer_init answered with %s", typeOf(res.msg))
+	}
+	p.mu.Lock()
+	p.ids[namespace+"/"+stream] = ok.ProducerID
+	if p.first == 0 {
+		p.first = ok.ProducerID
+	}
+	p.mu.Unlock()
+	return ok.ProducerID, nil
 }
 
 // take removes and returns l's unanswered batch of request id.
@@ -843,10 +954,10 @@ func (p *IdempotentProducer) handle(l *idemLane, a idemAnswer) {
 		if j := l.take(m.RequestID); j != nil {
 			p.backoff = 0
 			if m.Offset == nil {
-				j.res <- idemResult{err: fmt.Errorf("felix: the broker acknowledged an idempotent batch without its offset")}
+				j.answer(idemResult{err: fmt.Errorf("felix: the broker acknowledged an idempotent batch without its offset")})
 				return
 			}
-			j.res <- idemResult{offset: *m.Offset}
+			j.answer(idemResult{offset: *m.Offset})
 		}
 	case *wire.PublishRefused:
 		if j := l.take(m.RequestID); j != nil {
@@ -888,6 +999,13 @@ func (p *IdempotentProducer) refused(l *idemLane, id *uint64, e *wire.Error, red
 	if id != nil {
 		j = l.find(*id)
 	}
+	if e.Code == wire.CodeStaleWidth && j != nil {
+		p.staleWidth(l, j, e)
+		return
+	}
+	if e.Code == wire.CodeNotFound && j != nil {
+		p.dropWidth(j)
+	}
 	transient := false
 	switch e.Retry {
 	case wire.RetryRetry, wire.RetryRetryAfter, wire.RetryOutcomeUnknown:
@@ -906,16 +1024,23 @@ func (p *IdempotentProducer) refused(l *idemLane, id *uint64, e *wire.Error, red
 		if _, follows := p.router.(clusterRouter); follows {
 			transient = true
 			if redirect != "" {
+				p.flushAll() // the redirect may be dialled
 				ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 				if c := p.router.redirected(ctx, redirect); c != nil {
-					defer func() { p.owner[idemShard{j.ns + "/" + j.stream, j.shard}] = c }()
+					defer func() { p.owner[idemShard{j.name, j.shard}] = c }()
 				}
 				cancel()
 			}
 		}
 	}
 	if transient {
+		// A refusal that says nothing was applied leaves a batch that
+		// never went unanswered sure not to have landed.
+		sure := j != nil && !j.maybeLanded && e.Retry != wire.RetryOutcomeUnknown
 		p.laneFailed(l)
+		if sure {
+			j.maybeLanded = false
+		}
 		return
 	}
 	if id == nil {
@@ -940,8 +1065,8 @@ func (p *IdempotentProducer) refused(l *idemLane, id *uint64, e *wire.Error, red
 // on its shard will not be either (they meet a gap): the stream takes a
 // fresh producer id for what comes next.
 func (p *IdempotentProducer) failed(j *idemJob, err error) {
-	j.res <- idemResult{err: err}
-	if s := p.streams[j.ns+"/"+j.stream]; s != nil && s.id == j.id {
+	j.answer(idemResult{err: err})
+	if s := p.streams[j.name]; s != nil && s.id == j.id {
 		s.id = 0
 	}
 }

@@ -25,6 +25,8 @@ var (
 	subscriptionResumes = clientMetrics.NewCounter("felix_client_subscription_resumes_total")
 	// ClusterCacheWatch watches again after a lag or a lost connection.
 	cacheWatchResumes = clientMetrics.NewCounter("felix_client_cache_watch_resumes_total")
+	// Connections a ClusterClient dropped because a probe went unanswered.
+	probesFailed = clientMetrics.NewCounter("felix_client_probes_unanswered_total")
 )
 
 // clientHelp is the HELP text of the client metric families.
@@ -35,6 +37,7 @@ var clientHelp = map[string]string{
 	"felix_client_reconnects_total":           "Connections a ClusterClient replaced.",
 	"felix_client_subscription_resumes_total": "ClusterSubscription resubscribes after a lag or a lost connection.",
 	"felix_client_cache_watch_resumes_total":  "ClusterCacheWatch watches started again after a lag or a lost connection.",
+	"felix_client_probes_unanswered_total":    "Connections a ClusterClient dropped because the broker did not answer a liveness probe after a call timed out.",
 }
 
 // WriteMetrics writes the process's client metrics (the felix_client_*

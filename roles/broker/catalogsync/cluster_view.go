@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -35,4 +37,27 @@ func (h *httpSource) ClusterView(ctx context.Context, known string) (wire.Cluste
 		return wire.ClusterView{}, false, fmt.Errorf("catalogsync: GET %s: a view without a tag", path)
 	}
 	return v, true, nil
+}
+
+// WaitClusterViewChange holds GET
+// /v1/cluster/view/changes?known=TAG&wait_ms=N open until the view's tag
+// is not known (changed=true with the new tag) or the wait ends
+// (changed=false). It makes the HTTP source a broker.ClusterViewWatcher.
+func (h *httpSource) WaitClusterViewChange(ctx context.Context, known string, wait time.Duration) (string, bool, error) {
+	const path = "/v1/cluster/view/changes"
+	full := path + "?known=" + url.QueryEscape(known) + "&wait_ms=" + strconv.FormatInt(wait.Milliseconds(), 10)
+	b, status, err := h.callStatus(ctx, http.MethodGet, full, nil)
+	if err != nil {
+		return "", false, err
+	}
+	if status == http.StatusNotModified {
+		return "", false, nil
+	}
+	var v struct {
+		Tag string `json:"tag"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", false, fmt.Errorf("catalogsync: GET %s: decode: %w", path, err)
+	}
+	return v.Tag, true, nil
 }

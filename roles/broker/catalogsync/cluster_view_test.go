@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/felixmq/felix/wire"
 )
@@ -57,5 +58,33 @@ func TestHTTPClusterView(t *testing.T) {
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != wire.CodeForbidden {
 		t.Fatalf("refusal: %v", err)
+	}
+}
+
+// The watch sends the tag held and the wait, reads a 200 as the new tag
+// and a 304 as unchanged.
+func TestHTTPClusterViewWatch(t *testing.T) {
+	mux := http.NewServeMux()
+	var sawWait []string
+	mux.HandleFunc("GET /v1/cluster/view/changes", func(w http.ResponseWriter, r *http.Request) {
+		sawWait = append(sawWait, r.URL.Query().Get("wait_ms"))
+		if r.URL.Query().Get("known") == "3-abc" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Write([]byte(`{"tag":"3-abc"}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	src := NewHTTPSource(srv.URL, nil, nil).(*httpSource)
+	tag, changed, err := src.WaitClusterViewChange(context.Background(), "2-old", 1500*time.Millisecond)
+	if err != nil || !changed || tag != "3-abc" {
+		t.Fatalf("stale tag: %q %v %v", tag, changed, err)
+	}
+	if tag, changed, err = src.WaitClusterViewChange(context.Background(), "3-abc", time.Second); err != nil || changed || tag != "" {
+		t.Fatalf("current tag: %q %v %v", tag, changed, err)
+	}
+	if len(sawWait) != 2 || sawWait[0] != "1500" || sawWait[1] != "1000" {
+		t.Fatalf("wait_ms sent: %v", sawWait)
 	}
 }

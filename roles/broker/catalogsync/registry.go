@@ -40,3 +40,22 @@ func (h *httpSource) postBroker(ctx context.Context, path string, body any) (wir
 	}
 	return br, nil
 }
+
+// HandOffShard asks for a planned handoff: POST /v1/placement/handoff.
+// The answer is the shard's new assignment; a refusal comes back as the
+// control plane's error (code conflict, retry class fatal).
+func (h *httpSource) HandOffShard(ctx context.Context, req wire.HandoffRequest) (wire.ShardAssignment, error) {
+	var a wire.ShardAssignment
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return a, err
+	}
+	b, err := h.call(ctx, http.MethodPost, "/v1/placement/handoff", raw)
+	if err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		return a, fmt.Errorf("catalogsync: POST /v1/placement/handoff: decode the assignment: %w", err)
+	}
+	return a, nil
+}

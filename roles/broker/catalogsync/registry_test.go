@@ -50,3 +50,35 @@ func TestHTTPRegistry(t *testing.T) {
 		t.Fatalf("refusal: %v", err)
 	}
 }
+
+func TestHTTPHandOffShard(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/placement/handoff", func(w http.ResponseWriter, r *http.Request) {
+		var req wire.HandoffRequest
+		if r.Header.Get("Authorization") != "Bearer tok" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		if req.Generation != 4 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"error":{"code":"conflict","message":"stale","retry":"fatal","detail":{"reason":"stale_generation"}}}`))
+			return
+		}
+		json.NewEncoder(w).Encode(wire.ShardAssignment{Kind: req.Kind, Name: req.Name, Shard: req.Shard, NodeID: req.To, Generation: 9})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	src := NewHTTPSourceMulti([]string{srv.URL}, func() string { return "tok" }, nil).(*httpSource)
+	req := wire.HandoffRequest{Kind: wire.PlacementStream, TenantID: "t", Namespace: "n", Name: "s", Shard: 1, Generation: 4, From: "a", To: "b"}
+	a, err := src.HandOffShard(context.Background(), req)
+	if err != nil || a.NodeID != "b" || a.Generation != 9 || a.Shard != 1 {
+		t.Fatalf("handoff: %+v %v", a, err)
+	}
+	req.Generation = 3
+	_, err = src.HandOffShard(context.Background(), req)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != "conflict" || we.Retry != wire.RetryFatal || we.Detail["reason"] != "stale_generation" {
+		t.Fatalf("refusal: %v", err)
+	}
+}

@@ -55,7 +55,7 @@ const maxCallStreams = 4
 // Err set and a nil error; an error means no reply: it matches
 // ErrUnanswered when the request may have reached the other node.
 func (e *Endpoint) Call(ctx context.Context, t Target, req Request) (Reply, error) {
-	if _, err := appendRequest(nil, 0, req); err != nil {
+	if _, err := requestLen(req); err != nil {
 		return Reply{}, err
 	}
 	l, err := e.linkTo(ctx, t)

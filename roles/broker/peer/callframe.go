@@ -77,22 +77,42 @@ var errBadCall = errors.New("peer: bad call frame")
 
 // appendRequest appends r as call id's request frame.
 func appendRequest(dst []byte, id uint64, r Request) ([]byte, error) {
+	dst, err := appendRequestHead(dst, id, r)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, r.Body...), nil
+}
+
+// requestLen is the length of r's request frame past the frame header,
+// or an error when r cannot be sent.
+func requestLen(r Request) (int, error) {
 	if r.Type == "" || r.Type == TypeReply || len(r.Type) > 1<<16-1 {
-		return nil, fmt.Errorf("peer: a request needs a type other than %q, at most 65535 bytes", TypeReply)
+		return 0, fmt.Errorf("peer: a request needs a type other than %q, at most 65535 bytes", TypeReply)
 	}
 	n := callPrefix + 2 + len(r.Type) + 4 + len(r.Header) + len(r.Body)
 	if uint64(n) > 1<<32-1 {
-		return nil, fmt.Errorf("peer: call frame of %d bytes", n)
+		return 0, fmt.Errorf("peer: call frame of %d bytes", n)
 	}
-	dst = slices.Grow(dst, wire.HeaderLen+n)
+	return n, nil
+}
+
+// appendRequestHead appends call id's request frame for r up to its
+// body, which the caller writes right after it: a large body is not
+// copied into the frame.
+func appendRequestHead(dst []byte, id uint64, r Request) ([]byte, error) {
+	n, err := requestLen(r)
+	if err != nil {
+		return nil, err
+	}
+	dst = slices.Grow(dst, wire.HeaderLen+n-len(r.Body))
 	dst = wire.FrameHeader{Flags: FlagCall, Length: uint32(n)}.Append(dst)
 	dst = append(dst, frameRequest)
 	dst = binary.BigEndian.AppendUint64(dst, id)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Type)))
 	dst = append(dst, r.Type...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Header)))
-	dst = append(dst, r.Header...)
-	return append(dst, r.Body...), nil
+	return append(dst, r.Header...), nil
 }
 
 // appendCancel appends the frame by which a caller gives up on call id.

@@ -44,10 +44,11 @@ func newCallStream(l *Link, st transport.Stream) *callStream {
 	return cs
 }
 
-// writeFrame writes one frame whole, within CallIOTimeout and, when
-// given, by deadline; a write that fails breaks the stream (a part of a
-// frame may have gone out, so nothing more can follow it).
-func (cs *callStream) writeFrame(b []byte, deadline time.Time) error {
+// writeFrame writes one frame whole, b and then rest (a body written
+// after its frame's head without copying it), within CallIOTimeout and,
+// when given, by deadline; a write that fails breaks the stream (a part
+// of a frame may have gone out, so nothing more can follow it).
+func (cs *callStream) writeFrame(b []byte, deadline time.Time, rest ...[]byte) error {
 	cs.wmu.Lock()
 	defer cs.wmu.Unlock()
 	if err := context.Cause(cs.ctx); err != nil {
@@ -58,7 +59,23 @@ func (cs *callStream) writeFrame(b []byte, deadline time.Time) error {
 		d = deadline
 	}
 	cs.st.SetWriteDeadline(d)
-	if _, err := cs.st.Write(b); err != nil {
+	if err := cs.write(b); err != nil {
+		return err
+	}
+	for _, p := range rest {
+		if err := cs.write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write is one part of writeFrame; caller holds wmu.
+func (cs *callStream) write(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := cs.st.Write(p); err != nil {
 		err = remoteError(err)
 		cs.breakWith(err)
 		return err
@@ -169,13 +186,13 @@ func (cs *callStream) call(ctx context.Context, req Request) (Reply, error) {
 	cs.waiting[id] = c
 	cs.mu.Unlock()
 
-	b, err := appendRequest(nil, id, req)
-	if err == nil && len(b)-wire.HeaderLen > int(l.ep.cfg.MaxCallBytes) {
-		err = fmt.Errorf("peer: a request of %d bytes; at most %d", len(b)-wire.HeaderLen, l.ep.cfg.MaxCallBytes)
+	b, err := appendRequestHead(nil, id, req)
+	if n := len(b) + len(req.Body) - wire.HeaderLen; err == nil && n > int(l.ep.cfg.MaxCallBytes) {
+		err = fmt.Errorf("peer: a request of %d bytes; at most %d", n, l.ep.cfg.MaxCallBytes)
 	}
 	if err == nil {
 		d, _ := ctx.Deadline()
-		if werr := cs.writeFrame(b, d); werr != nil {
+		if werr := cs.writeFrame(b, d, req.Body); werr != nil {
 			err = l.callFailed(ctx, fmt.Errorf("peer: send a call to %s: %w", l.peer.NodeID, werr))
 		}
 	}

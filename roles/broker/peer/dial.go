@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/felixmq/felix/roles/broker/tlsconf"
@@ -25,7 +26,8 @@ func (e *Endpoint) Dial(ctx context.Context, nodeID, addr string) (*Link, error)
 
 // DialTarget opens a link to t, trying up to DialAttempts times with a
 // doubling back-off while the failure may pass (no answer, a link slot
-// taken, the other node shutting down). A refusal is returned at once
+// taken, the other node shutting down); a refused connection (nobody
+// listens at the address) is returned at once. A refusal is returned at once
 // and matches its named error: ErrWrongNode, ErrVersionMismatch,
 // ErrStorageMismatch, ErrRefused (the other node refused this node's
 // certificate), ErrBadHandshake, or tlsconf's ErrUntrustedPeer and
@@ -48,6 +50,13 @@ func (e *Endpoint) DialTarget(ctx context.Context, t Target) (*Link, error) {
 		case e.ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
 		case ctx.Err() != nil, permanent(err), attempt >= e.cfg.DialAttempts:
+			return nil, err
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nobody listens there now (the broker is down or restarting):
+			// waiting here would only hold up the calls that share this
+			// dial (a forward to a dead owner answering owner_unreachable
+			// at once lets its client retry, and a failover's new owner
+			// be found, sooner). Callers retry on their own schedules.
 			return nil, err
 		}
 		e.log.Debug("peer dial failed; trying again", "node_id", t.NodeID, "addr", t.Addr, "attempt", attempt, "in", wait, "err", err)

@@ -64,18 +64,25 @@ func (b *logBuf) String() string {
 }
 
 // mustContain fails unless the log holds every part on one line.
+//
+// It waits up to 5 s for the line: a goroutine may log just after the
+// state the test saw (a link is adopted, then its acceptance logged).
 func (b *logBuf) mustContain(t *testing.T, parts ...string) {
 	t.Helper()
-	for _, line := range strings.Split(b.String(), "\n") {
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, line := range strings.Split(b.String(), "\n") {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				return
+			}
 		}
-		if ok {
-			return
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line holds %q; log:\n%s", parts, b.String())
 		}
 	}
-	t.Fatalf("no log line holds %q; log:\n%s", parts, b.String())
 }
 
 // node is one endpoint under test.

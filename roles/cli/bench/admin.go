@@ -65,6 +65,7 @@ type streamSpec struct {
 	policy  string // subscriber queue policy; "" is the broker's default
 	shards  int
 	durable bool
+	repl    replication // copies and ack consistency; zero: the control plane's defaults
 }
 
 func (a *adminAPI) createStream(ctx context.Context, ns, prefix string, spec streamSpec) (string, error) {
@@ -80,6 +81,7 @@ func (a *adminAPI) createNamedStream(ctx context.Context, ns, name string, spec 
 	if spec.durable {
 		body["durable"] = true
 	}
+	spec.repl.addTo(body)
 	return a.do(ctx, http.MethodPost, a.nsPath(ns)+"/streams", body)
 }
 

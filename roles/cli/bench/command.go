@@ -200,6 +200,13 @@ func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*res
 			return cli.Exit("error: "+err.Error(), 2)
 		}
 	}
+	var repl replication
+	if hasFlag(c, "replication-factor") {
+		var err error
+		if repl, err = parseReplication(c); err != nil {
+			return cli.Exit("error: "+err.Error(), 2)
+		}
+	}
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	s, err := felixcli.LoadClientSettings(c)
@@ -226,7 +233,7 @@ func runWith(c *cli.Context, broker bool, f func(context.Context, *target) (*res
 	// set-up every time more than two callers finish at once.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	t := &target{cfg: cfg, ns: s.Namespace, brokers: append([]string{s.Broker}, s.MoreBrokers...), routing: rt, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}},
+	t := &target{cfg: cfg, ns: s.Namespace, brokers: append([]string{s.Broker}, s.MoreBrokers...), routing: rt, repl: repl, admin: &adminAPI{base: s.ControlPlane, tenant: s.Tenant, token: cfg.Token, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}},
 		progress: newProgress(errWriter(c), plannedLength(c))}
 	t.progress.run()
 	r, err := f(ctx, t)

@@ -25,7 +25,7 @@ func durableCommand(withClient func(...cli.Flag) []cli.Flag, dur, policy cli.Fla
 			&cli.IntFlag{Name: "payload", Value: 4096, Usage: "payload size in bytes"},
 			&cli.StringFlag{Name: "mode", Value: "acked", Usage: "fire-and-forget, acked, idempotent (acked through idempotent producers, --inflight batches in flight over as many producers as that takes at 64 each) or one-at-a-time"},
 			&cli.IntFlag{Name: "batch", Usage: "payloads per publish batch (default 64 fire-and-forget, 1 acked)"},
-			inflightFlag(256)}, routingFlags()...)...),
+			inflightFlag(256)}, append(routingFlags(), replicationFlags()...)...)...),
 		Action: func(c *cli.Context) error {
 			return run(c, func(ctx context.Context, t *target) (*result, error) {
 				return runDurable(ctx, t, c.String("mode"), pubsubParams{payload: c.Int("payload"), batch: c.Int("batch"),
@@ -61,6 +61,7 @@ func runDurable(ctx context.Context, t *target, mode string, p pubsubParams) (*r
 	}
 	r.Scenario = "durable"
 	r.Params["mode"] = mode
+	t.repl.addParams(r.Params)
 	return r, nil
 }
 

@@ -22,6 +22,9 @@ type target struct {
 	// names several), cfg.Addr first.
 	brokers []string
 	routing routing // how pubsub, durable and latency publish; zero: one shard, one broker
+	// repl is the copies and ack consistency of the bench stream durable
+	// creates; zero: the control plane's defaults.
+	repl replication
 }
 
 func (t *target) connect(ctx context.Context) (*felix.Client, error) {
@@ -77,7 +80,7 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 	if t.routing.keyed() {
 		p.batch = 1
 	}
-	stream, err := t.admin.createStream(ctx, t.ns, "bench-pubsub", streamSpec{policy: p.policy, shards: t.routing.shards, durable: p.durable})
+	stream, err := t.admin.createStream(ctx, t.ns, "bench-pubsub", streamSpec{policy: p.policy, shards: t.routing.shards, durable: p.durable, repl: t.repl})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +159,7 @@ func runPubSub(ctx context.Context, t *target, p pubsubParams) (*result, error) 
 // shards in turn; with --route entry the publishes the entry broker
 // forwarded and those it served itself are also reported apart.
 func runLatency(ctx context.Context, t *target, payload int, count int, d time.Duration, durable bool) (*result, error) {
-	stream, err := t.admin.createStream(ctx, t.ns, "bench-latency", streamSpec{shards: t.routing.shards, durable: durable})
+	stream, err := t.admin.createStream(ctx, t.ns, "bench-latency", streamSpec{shards: t.routing.shards, durable: durable, repl: t.repl})
 	if err != nil {
 		return nil, err
 	}

@@ -67,3 +67,22 @@ func BenchmarkOneBrokerDownTenThousandShards(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlaceReplicatedTenThousandShards is the first pass of
+// benchCluster with every durable stream at replication factor 3: 10,000
+// owners and 10,000 followers.
+func BenchmarkPlaceReplicatedTenThousandShards(b *testing.B) {
+	brokers, res := benchCluster()
+	for i := range res {
+		if res[i].Durable {
+			res[i].ReplicationFactor = 3
+		}
+	}
+	in := Input{Brokers: brokers, Resources: res}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compute(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,10 +11,12 @@ import (
 // order of its slices) gives the same output. It refuses a malformed
 // input with an *InputError and never panics on one.
 //
-// Compute runs in two passes: the first keeps, drops or marks every
+// Compute runs in three passes: the first keeps, drops or marks every
 // current assignment and finds the shards that need an owner; the second
 // chooses their owners, in shard order, against the counts the first pass
-// left (see chooser).
+// left (see chooser); the third drops the followers shards cannot keep,
+// replaces those down for in.RestoreAfterMs, and tops up short replica
+// sets (see replicate, restoreReplicas and replicaChooser).
 func Compute(in Input) (Output, error) {
 	if err := validate(&in); err != nil {
 		return Output{}, err
@@ -28,6 +30,7 @@ func Compute(in Input) (Output, error) {
 	for _, rp := range p.plans {
 		p.place(ch, rp)
 	}
+	p.replicate()
 	return p.output(), nil
 }
 
@@ -42,6 +45,10 @@ type planner struct {
 	// last is the generation counter; it only grows.
 	last      uint64
 	decisions []Decision
+	// reports indexes Input.Reports (see position).
+	reports map[reportKey]*Report
+	// nowMs and restoreAfterMs are Input.NowMs and Input.RestoreAfterMs.
+	nowMs, restoreAfterMs int64
 }
 
 // resourcePlan is one resource's shards during a Compute call.
@@ -61,6 +68,8 @@ func newPlanner(in *Input) *planner {
 		plans:   make([]*resourcePlan, 0, len(in.Resources)),
 		byKey:   make(map[ResourceKey]*resourcePlan, len(in.Resources)),
 		last:    in.Current.LastGeneration,
+		nowMs:   in.NowMs, restoreAfterMs: in.RestoreAfterMs,
+		reports: indexReports(in),
 	}
 	for i := range in.Brokers {
 		p.brokers[in.Brokers[i].NodeID] = &in.Brokers[i]
@@ -115,8 +124,98 @@ func (p *planner) keep(r *Resource, a *Assignment) bool {
 	if reason == ReasonOwnerDown && !r.Durable {
 		return false
 	}
-	p.setAvailability(a, reason)
+	why := ""
+	if reason != "" || p.suspected(a) {
+		var promoted bool
+		if promoted, why = p.promote(r, a); promoted {
+			return true
+		}
+		if reason == ReasonStorageLost && crashedOwner(r, a, b) {
+			var reopened bool
+			if reopened, why = p.reopenCrashed(a, b, why); reopened {
+				return true
+			}
+		}
+	}
+	p.setAvailabilityWhy(a, reason, why)
 	return true
+}
+
+// suspected reports whether a majority of a's replica set suspects its
+// leader: that many of its followers, live under the storage identity
+// their copies were placed on, reported it silent at its generation (the
+// Quorum fast path). The leader itself is never counted.
+func (p *planner) suspected(a *Assignment) bool {
+	if a.Consistency != "quorum" || len(a.Replicas) == 0 {
+		return false
+	}
+	n := 0
+	for _, rep := range a.Replicas {
+		b := p.brokers[rep.NodeID]
+		if b == nil || b.State != Live || b.StorageID != rep.StorageID {
+			continue
+		}
+		for _, s := range b.Suspects {
+			if s.Shard == a.Shard && s.Generation == a.Generation && s.Leader == a.Owner {
+				n++
+				break
+			}
+		}
+	}
+	return n >= (1+len(a.Replicas))/2+1
+}
+
+// promote makes a follower the leader of a durable shard whose owner does
+// not serve it (down, back without its storage, or, on a Quorum shard,
+// suspected by a majority of its set: see suspected); it reports whether
+// it did, and if not why (for the Waiting decision).
+//
+// On a Quorum shard the first follower in the list that is live under the
+// storage identity its copy was placed on is taken: any one will do,
+// since the new leader fences a majority of the set and takes the
+// furthest of their copies before it serves (the broker's takeover). On
+// a shard of consistency leader, whose acknowledged records may be on its
+// leader alone, only a follower that held the log when it last reported
+// is (see furthestReported). The old owner stays in the replica set, so
+// a majority is still counted over every copy that may hold acknowledged
+// records.
+func (p *planner) promote(r *Resource, a *Assignment) (bool, string) {
+	if !r.Durable || len(a.Replicas) == 0 {
+		return false, ""
+	}
+	var i int
+	var why string
+	if a.Consistency == "quorum" {
+		i = p.firstLiveFollower(a)
+	} else {
+		i, why = p.furthestReported(a)
+	}
+	if i < 0 {
+		return false, why
+	}
+	rep := a.Replicas[i]
+	from := a.Owner
+	old := Replica{NodeID: a.Owner, StorageID: a.StorageID}
+	rest := make([]Replica, 0, len(a.Replicas))
+	rest = append(rest, a.Replicas[:i]...)
+	rest = append(rest, a.Replicas[i+1:]...)
+	rest = append(rest, old)
+	p.last++
+	a.Owner, a.StorageID, a.Generation, a.Unavailable, a.Replicas = rep.NodeID, rep.StorageID, p.last, "", rest
+	p.decide(Decision{Kind: Promoted, Shard: a.Shard, Incarnation: a.Incarnation,
+		From: from, To: a.Owner, Generation: a.Generation})
+	return true, ""
+}
+
+// firstLiveFollower is the index of a's first follower whose broker is
+// live under the storage identity its copy was placed on, or -1.
+func (p *planner) firstLiveFollower(a *Assignment) int {
+	for i, rep := range a.Replicas {
+		if b := p.brokers[rep.NodeID]; b != nil && b.State == Live && b.StorageID == rep.StorageID {
+			return i
+		}
+	}
+	return -1
 }
 
 // availability is why a, owned by b (nil when not registered), is not
@@ -132,7 +231,11 @@ func availability(r *Resource, a *Assignment, b *Broker) string {
 }
 
 // setAvailability records reason on a, with a decision if it changed.
-func (p *planner) setAvailability(a *Assignment, reason string) {
+func (p *planner) setAvailability(a *Assignment, reason string) { p.setAvailabilityWhy(a, reason, "") }
+
+// setAvailabilityWhy is setAvailability with why no follower took over
+// in the decision's Detail.
+func (p *planner) setAvailabilityWhy(a *Assignment, reason, why string) {
 	if a.Unavailable == reason {
 		return
 	}
@@ -142,7 +245,7 @@ func (p *planner) setAvailability(a *Assignment, reason string) {
 	}
 	a.Unavailable = reason
 	p.decide(Decision{Kind: kind, Shard: a.Shard, Incarnation: a.Incarnation,
-		From: a.Owner, To: a.Owner, Generation: a.Generation, Reason: reason})
+		From: a.Owner, To: a.Owner, Generation: a.Generation, Reason: reason, Detail: why})
 }
 
 // dropOrphans drops the current assignments no resource claimed (review

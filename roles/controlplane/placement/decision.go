@@ -16,7 +16,9 @@ const (
 	// another storage identity than the one the shard was placed on (its
 	// data directory is new): the records are gone from it, and only an
 	// operator can decide to serve the shard again (the spec's
-	// `placement abandon`, part 2).
+	// `placement abandon`, part 2). One whose owner took the new identity
+	// after a machine crash holds its records still, perhaps short of
+	// their tail: a follower is promoted, or it is reopened there.
 	ReasonStorageLost = "storage_lost"
 )
 
@@ -40,6 +42,26 @@ const (
 	// Dropped: the shard's resource was deleted or re-created, or the
 	// shard is beyond its resource's shard count.
 	Dropped DecisionKind = "dropped"
+	// Promoted: a durable shard whose owner is down or lost its storage
+	// (or, on a Quorum shard, is suspected by a majority of its set) is
+	// led by one of its followers (To), at a new generation; the old
+	// owner (From) stays in the replica set.
+	Promoted DecisionKind = "promoted"
+	// Reopened: a durable shard whose owner came back under a new storage
+	// identity after a machine crash (Broker.CrashedStorageID) is named to
+	// it again under the new identity, at a new generation: no follower
+	// holds a copy, or every follower that does has reported since and
+	// none could be promoted (see reopenCrashed). The owner opens what
+	// its disk holds, taking the furthest copy first when it has
+	// followers.
+	Reopened DecisionKind = "reopened"
+	// ReplicaAdded: a follower (Decision.Replica) joined the shard's
+	// replica set; owner and generation unchanged.
+	ReplicaAdded DecisionKind = "replica_added"
+	// ReplicaDropped: a follower (Decision.Replica) left the shard's
+	// replica set, for Reason (ReplicaGone, ReplicaStorageLost,
+	// ReplicaNotWanted or ReplicaRestore); owner and generation unchanged.
+	ReplicaDropped DecisionKind = "replica_dropped"
 )
 
 // Decision is one change Compute made, for logging now and for proposing
@@ -51,15 +73,24 @@ type Decision struct {
 	// about (the old one for Dropped).
 	Incarnation string
 	// From is the previous owner ("" if none), To the new one ("" if
-	// none); equal for Waiting and Restored.
+	// none); equal for Waiting, Restored, ReplicaAdded and
+	// ReplicaDropped.
 	From, To string
+	// Replica is the follower's node id, for ReplicaAdded and
+	// ReplicaDropped only.
+	Replica string
 	// Generation is the assignment's generation after the decision (the
 	// dropped one's for Dropped).
 	Generation uint64
 	// Reason is the Unavailable reason for Waiting (a new shard no broker
-	// could take is Waiting with ReasonNotAssigned), and DropDeleted,
-	// DropRecreated or DropBeyondShards for Dropped.
+	// could take is Waiting with ReasonNotAssigned), DropDeleted,
+	// DropRecreated or DropBeyondShards for Dropped, and ReplicaGone,
+	// ReplicaStorageLost, ReplicaNotWanted or ReplicaRestore for
+	// ReplicaDropped.
 	Reason string
+	// Detail, on a Waiting decision of a durable shard with followers,
+	// says why none of them took over (for the log).
+	Detail string
 }
 
 // Why a shard was dropped, in Decision.Reason.

@@ -32,6 +32,35 @@ type Broker struct {
 	// id kept in it, new whenever the directory is new. A durable shard's
 	// records are only on the storage identity it was placed on.
 	StorageID string
+	// CrashedStorageID, when set, is the identity StorageID replaced
+	// because the broker's machine crashed under an fsync policy that may
+	// lose unsynced tails: the shards placed on it under that identity
+	// are still on its disk, perhaps short of their last records (see
+	// crashedOwner). "" when its directory is new or it kept its identity.
+	CrashedStorageID string
+	// RegisteredAtMs is when the broker last registered, in Unix
+	// milliseconds (the control plane's clock, as Report.AtMs): a shard
+	// named again to a broker back from a crash waits for a report of
+	// every follower since then (see reopenCrashed). 0 means unknown.
+	RegisteredAtMs int64
+	// DownSinceMs is, for a Down broker, when it went down in Unix
+	// milliseconds (the control plane fills it from the moment the expiry
+	// loop marked it down); 0 means unknown, and a broker down since an
+	// unknown time never has its followers replaced. Ignored in other
+	// states.
+	DownSinceMs int64
+	// Suspects are the shard leaders this broker, as a follower, last
+	// reported silent (the Quorum fast path: a majority of a shard's
+	// replica set suspecting its leader promotes a follower without
+	// waiting for the leader to be marked down).
+	Suspects []Suspicion
+}
+
+// Suspicion is one silent leader a follower reported.
+type Suspicion struct {
+	Shard      ShardRef
+	Generation uint64
+	Leader     string
 }
 
 // Kind tells streams from caches; the two have separate name spaces.
@@ -86,8 +115,10 @@ type Resource struct {
 	// owner), an in-memory one is placed elsewhere as soon as its owner
 	// is down.
 	Durable bool
-	// ReplicationFactor is the number of copies wanted. Part 1 places the
-	// owner only; part 2 fills Assignment.Replicas up to it.
+	// ReplicationFactor is the number of copies wanted, the owner
+	// included (0 counts as 1). A durable resource's shards get up to
+	// ReplicationFactor-1 followers in Assignment.Replicas; in-memory
+	// resources have the owner alone, whatever the factor.
 	ReplicationFactor uint32
 	// Consistency is "leader" or "quorum" (empty means leader); copied
 	// into each new Assignment.
@@ -115,10 +146,14 @@ func (s ShardRef) less(o ShardRef) bool {
 	return s.Shard < o.Shard
 }
 
-// Replica is one follower copy of a shard. Part 1 never creates one; the
-// field exists so part 2's replica sets fit the same record.
+// Replica is one follower copy of a durable shard: the owner (the
+// leader) ships its records to it.
 type Replica struct {
-	NodeID    string
+	// NodeID is the follower's broker.
+	NodeID string
+	// StorageID is the follower's storage identity when it was chosen:
+	// where its copy is. A follower whose broker is registered with
+	// another one has lost its copy and is dropped.
 	StorageID string
 }
 
@@ -146,8 +181,17 @@ type Assignment struct {
 	Unavailable string
 	// Consistency is the resource's consistency when the shard was placed.
 	Consistency string
-	// Replicas are the followers (part 2). Compute keeps them as given on
-	// a shard whose owner does not change and clears them when it does.
+	// Replicas are the followers of a durable shard whose resource has a
+	// replication factor above 1, in the order they were chosen. A shard
+	// keeps its followers across passes; one whose broker is gone or has
+	// new storage is dropped, one whose broker has been down for
+	// Input.RestoreAfterMs is replaced while the owner serves and a live
+	// broker can take its place (replication-factor restore), and a short
+	// set is topped up from live brokers while the owner serves.
+	// Changes of followers leave Generation alone; a change of owner
+	// clears them.
+	// Invariant: at most ReplicationFactor-1 entries, distinct, none the
+	// Owner; empty on in-memory shards and while Owner is empty.
 	Replicas []Replica
 }
 
@@ -167,15 +211,27 @@ type Input struct {
 	Brokers   []Broker
 	Resources []Resource
 	Current   State
+	// NowMs is the caller's clock reading, in Unix milliseconds, against
+	// which Broker.DownSinceMs is measured. Compute reads no clock of its
+	// own: the same input gives the same output. Never negative.
+	NowMs int64
+	// RestoreAfterMs is how long a follower's broker may stay down before
+	// the follower is replaced (FELIX_SHARD_RESTORE_AFTER_MS); 0 never
+	// replaces one. Never negative.
+	RestoreAfterMs int64
+	// Reports are the brokers' last position reports, at most one per
+	// broker and storage identity (deregistered brokers' included): what
+	// a leader-consistency shard's promotion decides from.
+	Reports []Report
 }
 
 // Output is Compute's answer: the next state and the changes that lead
 // to it from Input.Current.
 type Output struct {
 	Next State
-	// Decisions lists one entry per shard whose assignment was added,
+	// Decisions lists an entry per shard whose assignment was added,
 	// dropped or altered (two for a shard of a re-created resource: the
-	// drop, then the new placement), in shard order; none when nothing
-	// changed.
+	// drop, then the new placement), plus one per follower added or
+	// dropped, in shard order; none when nothing changed.
 	Decisions []Decision
 }

@@ -322,24 +322,6 @@ func TestAShrunkShardCountDropsTheShardsBeyondIt(t *testing.T) {
 	}
 }
 
-func TestReplicasStayWithTheOwnerAndGoWithAChange(t *testing.T) {
-	brokers := threeBrokers()
-	res := []Resource{stream("m", 3, false)}
-	first := mustCompute(t, Input{Brokers: brokers, Resources: res})
-	cur := first.Next
-	for i := range cur.Assignments {
-		cur.Assignments[i].Replicas = []Replica{{NodeID: "x", StorageID: "sx"}}
-	}
-	brokers[1].State = Down
-	out := mustCompute(t, Input{Brokers: brokers, Resources: res, Current: cur})
-	for _, a := range out.Next.Assignments {
-		moved := a.Generation > first.Next.LastGeneration
-		if moved != (len(a.Replicas) == 0) {
-			t.Errorf("%+v: replicas kept %v although moved %v", a, len(a.Replicas) > 0, moved)
-		}
-	}
-}
-
 func TestTheOrderOfTheInputDoesNotMatter(t *testing.T) {
 	brokers := []Broker{live("n1", "a", "s1"), live("n2", "b", "s2"), live("n3", "a", "s3"), live("n4", "", "s4")}
 	res := []Resource{stream("x", 5, true), stream("y", 3, false), stream("z", 1, true)}

@@ -49,6 +49,10 @@ func validate(in *Input) error {
 	validateBrokers(&p, in.Brokers)
 	validateResources(&p, in.Resources)
 	validateState(&p, &in.Current)
+	validateReports(&p, in.Reports)
+	if in.NowMs < 0 || in.RestoreAfterMs < 0 {
+		p.add("clock reading %d ms or restore delay %d ms is negative", in.NowMs, in.RestoreAfterMs)
+	}
 	return p.err()
 }
 
@@ -64,6 +68,9 @@ func validateBrokers(p *problems, brokers []Broker) {
 		seen[b.NodeID] = true
 		if b.State != Live && b.State != Draining && b.State != Down {
 			p.add("broker %q has state %q (want live, draining or down)", b.NodeID, b.State)
+		}
+		if b.DownSinceMs < 0 {
+			p.add("broker %q is down since %d ms (negative)", b.NodeID, b.DownSinceMs)
 		}
 	}
 }
@@ -102,5 +109,19 @@ func validateState(p *problems, st *State) {
 		if a.Owner != "" && a.Generation == 0 {
 			p.add("shard %s/%d is owned by %q at generation 0", a.Shard.Resource, a.Shard.Shard, a.Owner)
 		}
+	}
+}
+
+func validateReports(p *problems, reports []Report) {
+	seen := make(map[reportKey]bool, len(reports))
+	for _, r := range reports {
+		k := reportKey{r.NodeID, r.StorageID}
+		if r.NodeID == "" || r.StorageID == "" {
+			p.add("a position report has node id %q and storage id %q (both are required)", r.NodeID, r.StorageID)
+		}
+		if seen[k] {
+			p.add("broker %q has two position reports under storage id %q", r.NodeID, r.StorageID)
+		}
+		seen[k] = true
 	}
 }
