@@ -93,9 +93,10 @@ type IdempotentProducer struct {
 	done    chan struct{} // closed when the sender has returned
 	wg      sync.WaitGroup
 
-	mu    sync.Mutex
-	ids   map[string]uint64 // "ns/stream" -> the id its batches go out under
-	first uint64
+	mu          sync.Mutex
+	ids         map[string]uint64 // "ns/stream" -> the id its batches go out under
+	first       uint64
+	failedCalls []*batchesCall // PublishBatches calls that failed, oldest first (idempotent_batches.go)
 
 	// Owned by the sender goroutine.
 	lanes   map[*Client]*idemLane  // a stream to each broker batches go to
@@ -384,32 +385,76 @@ func (p *IdempotentProducer) PublishBatch(ctx context.Context, namespace, stream
 // order, keeping up to the window of them unanswered at once, and returns
 // their offsets. On an error the offsets of the batches answered before
 // it are returned with it; the batches handed over still go out, each
-// landing once.
+// landing once. Making the same call again (the same namespace, stream
+// and batches) after it failed does not send them again: the batches
+// that landed are answered with their offsets, those still going out are
+// waited for, and only those never handed over or refused (so never
+// written) are sent (see batchesCall).
 func (p *IdempotentProducer) PublishBatches(ctx context.Context, namespace, stream string, batches [][][]byte) ([]uint64, error) {
 	for i, b := range batches {
 		if err := p.check(namespace, stream, b); err != nil {
 			return nil, fmt.Errorf("batch %d: %w", i, err)
 		}
 	}
-	jobs := make([]*idemJob, 0, len(batches))
+	call := p.takeFailedCall(namespace+"/"+stream, batches)
+	if call == nil {
+		call = newBatchesCall(namespace+"/"+stream, len(batches))
+	}
+	// Hand over every batch that needs sending, in order, so that they
+	// are in flight together; then take the answers in order.
 	var serr error
-	for _, b := range batches {
+	for i, b := range batches {
+		sl := &call.slots[i]
+		if sl.state != slotUnsent && sl.state != slotRefused {
+			continue
+		}
+		if serr != nil {
+			sl.state, sl.job, sl.payloads = slotUnsent, nil, ownPayloads(b)
+			continue
+		}
 		j, err := p.submit(ctx, namespace, stream, nil, b)
 		if err != nil {
 			serr = err
-			break
+			sl.state, sl.job, sl.payloads = slotUnsent, nil, ownPayloads(b)
+			continue
 		}
-		jobs = append(jobs, j)
+		sl.state, sl.job, sl.payloads, sl.err = slotPending, j, j.payloads, nil
 	}
-	offs := make([]uint64, 0, len(jobs))
-	for _, j := range jobs {
-		off, err := p.wait(ctx, j)
-		if err != nil {
-			return offs, err
+	offs := make([]uint64, 0, len(batches))
+	for i := range call.slots {
+		sl := &call.slots[i]
+		switch sl.state {
+		case slotLanded:
+			offs = append(offs, sl.off)
+			continue
+		case slotFailed:
+			p.keepFailedCall(call)
+			return offs, sl.err
+		case slotUnsent:
+			p.keepFailedCall(call)
+			return offs, serr
 		}
-		offs = append(offs, off)
+		select {
+		case r := <-sl.job.res:
+			var refused *PublishRefusedError
+			switch {
+			case r.err == nil:
+				sl.state, sl.off = slotLanded, r.offset
+				offs = append(offs, r.offset)
+				continue
+			case errors.As(r.err, &refused):
+				sl.state, sl.err = slotRefused, r.err
+			default:
+				sl.state, sl.err = slotFailed, r.err
+			}
+			p.keepFailedCall(call)
+			return offs, r.err
+		case <-ctx.Done():
+			p.keepFailedCall(call)
+			return offs, ctx.Err()
+		}
 	}
-	return offs, serr
+	return offs, nil
 }
 
 // check validates a batch before it is handed over.

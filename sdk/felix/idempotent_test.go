@@ -356,3 +356,86 @@ func loseOnce(seq uint64) func(*wire.PublishIdempotent) bool {
 		return lost
 	}
 }
+
+// PublishBatches made again after it failed sends nothing twice: the
+// batches of the failed call that were handed over are waited for rather
+// than sent under new sequences, so each lands once, and the call made
+// again returns every batch's offset. A call with other batches is a new
+// call.
+func TestPublishBatchesMadeAgainSkipsWhatWasHandedOver(t *testing.T) {
+	hold := make(chan struct{})
+	fb := newFakeBroker(t, fakeOpts{features: idemFakeFeatures, window: 8, hold: hold})
+	c := connect(t, fb)
+	p := newProducer(t, c)
+	var batches [][][]byte
+	for i := range 5 {
+		batches = append(batches, [][]byte{fmt.Appendf(nil, "b-%d", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	offs, err := p.PublishBatches(ctx, "ns", "hold", batches)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || len(offs) != 0 {
+		t.Fatalf("the held call: %v %v", offs, err)
+	}
+	close(hold)
+	offs, err = p.PublishBatches(context.Background(), "ns", "hold", batches)
+	if err != nil || fmt.Sprint(offs) != "[0 1 2 3 4]" {
+		t.Fatalf("the call made again: %v %v", offs, err)
+	}
+	// Made a third time after it succeeded, it is a new call.
+	if offs, err = p.PublishBatches(context.Background(), "ns", "hold", batches[:2]); err != nil || fmt.Sprint(offs) != "[5 6]" {
+		t.Fatalf("a new call: %v %v", offs, err)
+	}
+	recs := fb.records("ns", "hold")
+	if len(recs) != 7 {
+		t.Fatalf("%d records, want 7 (each batch of the failed call once, then 2)", len(recs))
+	}
+	for i, r := range recs {
+		if want := fmt.Sprintf("b-%d", i%5); i < 5 && string(r.payload) != want {
+			t.Fatalf("record %d: %q, want %q", i, r.payload, want)
+		}
+	}
+	if n := len(fb.idemSends()); n != 7 {
+		t.Fatalf("%d publish_idempotent sends, want 7", n)
+	}
+}
+
+// A failed call is matched byte for byte: the same batches with one byte
+// changed are another call, and the producer keeps only the newest
+// maxFailedCalls failed calls.
+func TestAFailedBatchesCallIsMatchedExactly(t *testing.T) {
+	b := [][][]byte{{[]byte("a"), []byte("b")}, {[]byte("c")}}
+	c := newBatchesCall("ns/s", 2)
+	for i := range b {
+		c.slots[i].payloads = ownPayloads(b[i])
+	}
+	for _, tc := range []struct {
+		name    string
+		batches [][][]byte
+		want    bool
+	}{
+		{"ns/s", [][][]byte{{[]byte("a"), []byte("b")}, {[]byte("c")}}, true},
+		{"ns/t", b, false},
+		{"ns/s", [][][]byte{{[]byte("a"), []byte("x")}, {[]byte("c")}}, false},
+		{"ns/s", [][][]byte{{[]byte("a"), []byte("b")}}, false},
+		{"ns/s", [][][]byte{{[]byte("a")}, {[]byte("b"), []byte("c")}}, false},
+	} {
+		if got := c.same(tc.name, tc.batches); got != tc.want {
+			t.Errorf("same(%s, %q) = %v, want %v", tc.name, tc.batches, got, tc.want)
+		}
+	}
+	b[0][0][0] = 'z' // the call kept its own copy
+	if !c.same("ns/s", [][][]byte{{[]byte("a"), []byte("b")}, {[]byte("c")}}) {
+		t.Error("the kept call changed with the caller's slices")
+	}
+	p := &IdempotentProducer{}
+	for i := range maxFailedCalls + 1 {
+		p.keepFailedCall(newBatchesCall(fmt.Sprint(i), 0))
+	}
+	if len(p.failedCalls) != maxFailedCalls || p.failedCalls[0].name != "1" {
+		t.Fatalf("kept %d calls, oldest %q", len(p.failedCalls), p.failedCalls[0].name)
+	}
+	if p.takeFailedCall("1", nil) == nil || p.takeFailedCall("1", nil) != nil || len(p.failedCalls) != maxFailedCalls-1 {
+		t.Fatal("a taken call was not removed")
+	}
+}
