@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,18 @@ func TestCLICommitStateAndIdempotentPub(t *testing.T) {
 	if len(recs) != int(base)+3 {
 		t.Fatalf("after felix pub --idempotent the stream holds %d records, want %d", len(recs), base+3)
 	}
-	for i, m := range []string{"a", "b", "c"} {
+	// With --stdin each line is one message.
+	cmd := exec.CommandContext(ctx, felixBin, "pub", "orders", "--stdin", "--idempotent")
+	cmd.Dir, cmd.Stdin = n.dir, strings.NewReader("d\ne\n")
+	stdout, err := cmd.Output()
+	if want := fmt.Sprintf("offset %d\noffset %d\n", base+3, base+4); err != nil || string(stdout) != want {
+		t.Fatalf("felix pub --stdin --idempotent: %q %v, want %q", stdout, err, want)
+	}
+	recs = readAll(ctx, t, c, "orders", 0)
+	if len(recs) != int(base)+5 {
+		t.Fatalf("after felix pub --stdin --idempotent the stream holds %d records, want %d", len(recs), base+5)
+	}
+	for i, m := range []string{"a", "b", "c", "d", "e"} {
 		if r := recs[int(base)+i]; string(r.Payload) != m || r.Offset != base+uint64(i) {
 			t.Fatalf("record %d: %q at %d, want %q", int(base)+i, r.Payload, r.Offset, m)
 		}

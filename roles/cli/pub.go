@@ -24,7 +24,7 @@ func pubCommand(tk toolkit) *cli.Command {
 		Usage:     "publish messages to a stream",
 		ArgsUsage: "STREAM MSG... (or STREAM --stdin)",
 		UsageText: "felix pub STREAM MSG... [--ack] [--key K] [-o json]\nfelix pub STREAM --stdin [--ack] [--key K] [-o json]\n" +
-			"felix pub STREAM MSG... --if-offset N [--key K] [-o json]\nfelix pub STREAM MSG... --idempotent [--key K] [-o json]",
+			"felix pub STREAM MSG... --if-offset N [--key K] [-o json]\nfelix pub STREAM (MSG... | --stdin) --idempotent [--key K] [-o json]",
 		Description: "Publishes each MSG (or, with --stdin, each line of standard input, up to 16 MiB a line)\n" +
 			"as one message to STREAM in the current tenant and namespace. Without --ack the messages\n" +
 			"are sent without waiting for the broker and flushed before exit; with --ack each one waits\n" +
@@ -69,13 +69,15 @@ func runPub(c *cli.Context, tk toolkit) error {
 		switch {
 		case c.IsSet(flagIfOffset):
 			return usageErrorf(c, "--idempotent and --if-offset do not go together")
-		case stdin:
-			return usageErrorf(c, "--idempotent takes its messages as arguments, not --stdin")
 		case c.Bool("ack"):
 			return usageErrorf(c, "--idempotent always waits for the broker's answer; leave out --ack")
 		}
 		return runBroker(c, tk, true, func(ctx context.Context, bc brokerClient, s Settings, out printer) error {
-			return runPubIdempotent(ctx, c, bc, s.Namespace, out, msgs)
+			var in io.Reader
+			if stdin {
+				in = c.App.Reader
+			}
+			return runPubIdempotent(ctx, c, bc, s.Namespace, out, msgs, in)
 		})
 	}
 	if c.IsSet(flagIfOffset) {
@@ -149,13 +151,19 @@ func (p *publisher) publishAll(ctx context.Context, msgs []string) error {
 // scanner reuses its buffer, so each line is copied before it is handed
 // to the client, which may keep it until the send.
 func (p *publisher) publishLines(ctx context.Context, r io.Reader) error {
+	return eachLine(r, func(line []byte) error { return p.publish(ctx, line) })
+}
+
+// eachLine calls fn with a copy of each line of r (without its line end),
+// refusing a line longer than maxStdinLine.
+func eachLine(r io.Reader, fn func(line []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxStdinLine+2) // room for "\r\n"
 	for sc.Scan() {
 		if len(sc.Bytes()) > maxStdinLine {
 			return errLineTooLong
 		}
-		if err := p.publish(ctx, bytes.Clone(sc.Bytes())); err != nil {
+		if err := fn(bytes.Clone(sc.Bytes())); err != nil {
 			return err
 		}
 	}
