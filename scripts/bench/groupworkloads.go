@@ -24,7 +24,7 @@ const groupNote = "4 KiB records, 20,000 pre-published (acked) before the clock 
 	"of one poll sent together and every one answered before the next poll; JetStream: a durable pull consumer with " +
 	"AckExplicit (default MaxAckPending 1,000, as Felix's FELIX_GROUP_MAX_IN_FLIGHT), each consumer on its own connection " +
 	"calling Fetch(100) and Ack() on each message (nats.go's Ack is not answered; each connection is flushed before the " +
-	"clock stops). A run ends when every record is acked or after --duration; msgs/s is acks over that time. Felix periodic " +
+	"clock stops; the harness logs any delivery the consumer still holds unacked afterwards). A run ends when every record is acked or after --duration; msgs/s is acks over that time. Felix periodic " +
 	"fsync (250 ms), JetStream default sync interval."
 
 const groupLatencyNote = "One 4 KiB record at a time through a group at 100 records/s, stamped with its intended send " +

@@ -101,8 +101,13 @@ func natsGroup(ctx context.Context, n *natsNode, l groupLoad) (figures, error) {
 		"measured_s":       elapsed.Seconds(),
 		"fetch_errors":     float64(fetchErrs.Load()),
 	}
+	// Ack() is not answered: say so when the server had not taken every
+	// ack once the connections were flushed.
 	if info, err := cons[0].Info(ctx); err == nil {
 		f["ack_pending"] = float64(info.NumAckPending)
+		if info.NumAckPending > 0 {
+			logf("group: JetStream still held %d unacknowledged deliveries after the run", info.NumAckPending)
+		}
 	}
 	return f, ctx.Err()
 }
