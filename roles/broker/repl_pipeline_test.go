@@ -15,8 +15,29 @@ import (
 )
 
 // delayAppends makes e answer each repl_append only after d (or when the
-// call ends), counting the calls it holds at once: max is the most seen.
-func delayAppends(e *env, d time.Duration) (max *atomic.Int64) {
+// call ends).
+func delayAppends(e *env, d time.Duration) {
+	hook := func(ctx context.Context, typ string) {
+		if typ != TypeReplAppend {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	e.srv.fwd.callHook.Store(&hook)
+}
+
+// pairAppends makes e hold each repl_append until two calls have been
+// held at once, or until d passes (or the call ends), and counts the
+// calls it holds at once: max is the most seen. Once two were held
+// together calls pass unheld, still counted. A shipper that keeps several
+// calls in flight reaches 2 however fast or slow the machine is; one that
+// waits for each answer never does.
+func pairAppends(e *env, d time.Duration) (max *atomic.Int64) {
 	var held atomic.Int64
 	max = new(atomic.Int64)
 	hook := func(ctx context.Context, typ string) {
@@ -24,19 +45,16 @@ func delayAppends(e *env, d time.Duration) (max *atomic.Int64) {
 			return
 		}
 		n := held.Add(1)
+		defer held.Add(-1)
 		for {
 			m := max.Load()
 			if n <= m || max.CompareAndSwap(m, n) {
 				break
 			}
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		for deadline := time.Now().Add(d); max.Load() < 2 && time.Now().Before(deadline) && ctx.Err() == nil; {
+			time.Sleep(time.Millisecond)
 		}
-		held.Add(-1)
 	}
 	e.srv.fwd.callHook.Store(&hook)
 	return max
@@ -77,12 +95,16 @@ func startShipping(t *testing.T, envs []*env, s *tstream, name string) {
 
 func TestThePipelinedShipperKeepsSeveralCallsInFlight(t *testing.T) {
 	envs := startReplicated(t, "p", "leader", nil)
-	// Each follower holds every call a while: the leader, acknowledging
-	// after its own write, goes on appending, and ships the new records
-	// without waiting for the answers before.
-	maxB, maxC := delayAppends(envs[1], 20*time.Millisecond), delayAppends(envs[2], 20*time.Millisecond)
+	// Each follower holds every call until the next one arrives: the
+	// leader, acknowledging after its own write, goes on appending, and
+	// ships the new records without waiting for the answers before.
 	s := envs[0].authed(envs[0].dial(0), durableFlags, durableFeatures, "stream.publish:*")
 	startShipping(t, envs, s, "p")
+	maxB, maxC := pairAppends(envs[1], time.Second), pairAppends(envs[2], time.Second)
+	// At most 40 records a call, so that the 290 take several calls
+	// even when the publisher outruns the shipper and every record is in
+	// the log before the first call is sent.
+	envs[0].srv.repl.shipRecords.Store(40)
 	publishAcked(t, s, "p", 10, 290)
 	for _, e := range envs[1:] {
 		waitReplicated(t, e, "p", 300)
@@ -260,7 +282,7 @@ func TestADivergedFollowerIsCutBackAndCaughtUpInWindows(t *testing.T) {
 	// three to a call, several calls in flight.
 	envs[2].srv.repl.shipRecords.Store(3)
 	a := restartBroker(t, envs[0])
-	maxA := delayAppends(a, 10*time.Millisecond)
+	maxA := pairAppends(a, time.Second)
 	all := []*env{a, envs[1], envs[2]}
 	v = viewOf("v3", all, promoted("dw", "quorum", "broker-c", 2))
 	for _, e := range all {
