@@ -87,6 +87,14 @@ func TestBenchScenariosRun(t *testing.T) {
 	if f := figures("durable", "--mode", "one-at-a-time", "--duration", "1s"); f["acked_publish_p50"] <= 0 {
 		t.Errorf("durable one at a time: %v", f)
 	}
+	f = figures("group", "--consumers", "1..2", "--records", "300", "--max", "50", "--payload", "256", "--duration", "10s")
+	if f["acked_c1"] != 300 || f["acked_c2"] != 300 || f["acked_msgs_per_s"] <= 0 || f["poll_errors"] != 0 || f["ack_errors"] != 0 {
+		t.Errorf("group: %v", f)
+	}
+	f = figures("group", "--mode", "latency", "--rate", "50", "--payload", "64", "--duration", "1s")
+	if f["published"] <= 0 || f["lost"] != 0 || f["errors"] != 0 || f["publish_to_handler_p50"] <= 0 {
+		t.Errorf("group latency: %v", f)
+	}
 	if f := figures("subs-idle", "--count", "40", "--connections", "4", "--settle", "100ms"); f["opened"] != 40 {
 		t.Errorf("subs-idle: %v", f)
 	}

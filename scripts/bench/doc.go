@@ -47,6 +47,24 @@
 // megabytes. It is not part of --smoke (two clusters a side take longer
 // than the smoke run's budget).
 //
+// durable-idempotent (issue #19) runs `felix bench durable --mode
+// idempotent` and `--mode acked` one after the other on one broker in
+// each Felix run (periodic fsync), the order swapped every round, and
+// reports both rates and their ratio (the issue's target is at least 0.9);
+// the peer does the same with JetStream async publishes that carry a
+// unique Nats-Msg-Id and publishes that carry none, so the Felix/peer
+// column of the first row sets idempotent producers against JetStream's
+// message-id deduplication. group drains 20,000 pre-published 4 KiB
+// records through a new group with one and with four consumers (`felix
+// bench group`: polls of 100, each record acked and every ack answered
+// before the next poll) against a JetStream durable pull consumer with
+// AckExplicit (Fetch 100, Ack() on each message, unanswered, each
+// connection flushed before the clock stops). group-latency sends one
+// 4 KiB record at a time at 100 a second through a group to one consumer
+// (Felix Group.Consume, JetStream's pull consumer in Consume) and reports
+// p50/p99/p99.9 from each record's intended send time to the handler.
+// None of the three is part of --smoke (each takes well over 10 s).
+//
 // failover measures a Quorum shard's failover with felix dev's default
 // timings, and runs only when --workloads names it ("all" leaves it out),
 // without a warm-up round. Each of --failover-kills (BENCH_FAILOVER_KILLS,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -113,6 +114,13 @@ func jsStream(ctx context.Context, nc *nats.Conn, name string, storage jetstream
 // unacknowledged publishes, one core subscriber receiving, and reports the
 // acknowledged rate.
 func natsAcked(ctx context.Context, n *natsNode, storage jetstream.StorageType, payload, inflight int, d time.Duration) (figures, error) {
+	return natsAckedWith(ctx, n, storage, payload, inflight, d, false)
+}
+
+// natsAckedWith is natsAcked; with msgIDs every publish carries a unique
+// message id (the Nats-Msg-Id header), which the stream checks against its
+// duplicate window (2 min by default).
+func natsAckedWith(ctx context.Context, n *natsNode, storage jetstream.StorageType, payload, inflight int, d time.Duration, msgIDs bool) (figures, error) {
 	nc, err := n.connect("bench-js-admin")
 	if err != nil {
 		return nil, err
@@ -127,7 +135,7 @@ func natsAcked(ctx context.Context, n *natsNode, storage jetstream.StorageType, 
 		return nil, err
 	}
 	defer js.DeleteStream(context.Background(), name)
-	return ackedLoad(ctx, n, name, payload, inflight, d)
+	return ackedLoadWith(ctx, n, name, payload, inflight, d, msgIDs)
 }
 
 // benchStreamConfig is an acked run's stream: subjects name.>, bounded to
@@ -141,6 +149,12 @@ func benchStreamConfig(name string, storage jetstream.StorageType, replicas int)
 // server n with at most inflight unacknowledged publishes, one core
 // subscriber on n receiving, and reports the acknowledged rate.
 func ackedLoad(ctx context.Context, n *natsNode, name string, payload, inflight int, d time.Duration) (figures, error) {
+	return ackedLoadWith(ctx, n, name, payload, inflight, d, false)
+}
+
+// ackedLoadWith is ackedLoad; with msgIDs each publish carries a unique
+// Nats-Msg-Id.
+func ackedLoadWith(ctx context.Context, n *natsNode, name string, payload, inflight int, d time.Duration, msgIDs bool) (figures, error) {
 	nc, err := n.connect("bench-js")
 	if err != nil {
 		return nil, err
@@ -164,10 +178,17 @@ func ackedLoad(ctx context.Context, n *natsNode, name string, payload, inflight 
 	subject := name + ".x"
 	msg := make([]byte, payload)
 	var issued, failed int64
+	stall := jetstream.WithStallWait(10 * time.Second)
 	start := time.Now()
 	deadline := start.Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if _, err := js.PublishAsync(subject, msg, jetstream.WithStallWait(10*time.Second)); err != nil {
+		var err error
+		if msgIDs {
+			_, err = js.PublishAsync(subject, msg, stall, jetstream.WithMsgID(name+"-"+strconv.FormatInt(issued+failed, 10)))
+		} else {
+			_, err = js.PublishAsync(subject, msg, stall)
+		}
+		if err != nil {
 			failed++
 			continue
 		}

@@ -146,6 +146,7 @@ func allWorkloads() []workload {
 				},
 			}}
 		}},
+		durableIdempotentWorkload(),
 		{name: "fanout", peer: "NATS core (TLS)", note: "256 B at a fixed rate, one connection per subscriber; latency from each message's intended send time.",
 			cases: func(o *options) []caseSpec {
 				var cs []caseSpec
@@ -255,6 +256,7 @@ func allWorkloads() []workload {
 		{name: "watch-fanout-nats", peer: "NATS KV watch, memory storage (TLS)", note: watchFanoutNote,
 			cases: func(o *options) []caseSpec { return watchFanoutCases(o, natsWatchPeer) }},
 	}
+	ws = append(ws, groupWorkloads()...)
 	return append(ws, cacheWorkloads()...)
 }
 

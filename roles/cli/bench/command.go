@@ -30,7 +30,7 @@ func Command() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "bench",
-		Usage: "measure a running broker (pubsub, durable, fanout, watch-fanout, latency, cache, subs-idle, meta) or the QUIC transport itself (quic-raw)",
+		Usage: "measure a running broker (pubsub, durable, group, fanout, watch-fanout, latency, cache, subs-idle, meta) or the QUIC transport itself (quic-raw)",
 		Description: "Each scenario creates its own uniquely named stream or cache through the control plane, drives\n" +
 			"load for --duration, deletes what it created and prints its figures (-o json for machines).\n" +
 			"For lossless pub/sub figures start the broker with FELIX_PUB_INGRESS_WAIT=true; for more than\n" +
@@ -47,6 +47,7 @@ func Command() *cli.Command {
 			"   felix bench fanout --subscribers 1000 --rate 100\n" +
 			"   felix bench watch-fanout --watchers 1000 --rate 10\n" +
 			"   felix bench durable --mode acked --inflight 256 --payload 4096\n" +
+			"   felix bench group --consumers 1..4 --max 100\n" +
 			"   felix bench pubsub --data-dir ./felix-dev --route direct --shards 3\n" +
 			"   felix bench latency --data-dir ./felix-dev --route entry --shards 3",
 		Subcommands: []*cli.Command{
@@ -73,6 +74,7 @@ func Command() *cli.Command {
 				},
 			},
 			durableCommand(withClient, dur, policy),
+			groupCommand(withClient, dur),
 			{
 				Name:  "fanout",
 				Usage: "one publisher at a fixed rate to N subscribers: deliveries/s and publish-to-delivery p50/p99",

@@ -58,7 +58,11 @@ func (r *receivers) close(sender *felix.Client) {
 // settle waits until want deliveries arrived after the count stood at
 // before, or deliveries stopped moving for 2 s.
 func (r *receivers) settle(ctx context.Context, before, want int64) {
-	got := func() int64 { return r.deliveries.Load() - before }
+	settle(ctx, func() int64 { return r.deliveries.Load() - before }, want)
+}
+
+// settle waits until got reaches want or stops moving for 2 s.
+func settle(ctx context.Context, got func() int64, want int64) {
 	last, idleSince := got(), time.Now()
 	for got() < want && time.Since(idleSince) < 2*time.Second && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
