@@ -17,19 +17,30 @@ import (
 	"github.com/felixmq/felix/wire"
 )
 
-// startReplicated starts three brokers with durable storage and places
+// startReplicated starts three brokers with durable storage, places
 // stream name's one shard on broker-a, followed by broker-b and broker-c,
-// with the consistency given.
+// with the consistency given, and waits until broker-a has taken the
+// shard over (until then a publish is refused not_ready). The quorum
+// timeout is 2 s, long enough for a loaded machine; tests of the timeout
+// itself set a shorter one.
 func startReplicated(t *testing.T, name, consistency string, tune func(*Config)) []*env {
 	t.Helper()
 	envs := startBrokers(t, 3, func(cfg *Config) {
 		cfg.Durable.StorageDir = t.TempDir()
-		cfg.QuorumTimeout = 500 * time.Millisecond
+		cfg.QuorumTimeout = 2 * time.Second
 		if tune != nil {
 			tune(cfg)
 		}
 	}, wire.StreamSpec{Stream: name, Durable: true})
 	place(envs, replicatedAssignment(name, consistency))
+	waitFor(t, "broker-a to take shard 0 of "+name+" over", func() bool {
+		st, ok := envs[0].srv.core.Stream(core.StreamKey{Tenant: testTenant, Namespace: "prod", Stream: name})
+		if !ok {
+			return false
+		}
+		_, err := st.Shard(0)
+		return err == nil
+	})
 	return envs
 }
 
