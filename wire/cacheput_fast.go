@@ -53,6 +53,8 @@ func appendFastMessage(dst []byte, m Message) (out []byte, ok bool) {
 		dst = append(dst, `,"request_id":`...)
 		dst = strconv.AppendUint(dst, v.RequestID, 10)
 		return append(dst, '}'), true
+	case *GroupRecords:
+		return appendGroupRecords(dst, v) // grouprecords_fast.go
 	}
 	return dst, false
 }

@@ -60,7 +60,8 @@ func checkSameAsGeneral(t *testing.T, m Message) bool {
 	}
 	_, put := parseCachePut(b)
 	_, ok := parseCacheOK(b)
-	return put || ok
+	_, recs := parseGroupRecords(b)
+	return put || ok || recs
 }
 
 func TestCachePutAndOKFastPaths(t *testing.T) {

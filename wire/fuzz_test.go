@@ -71,6 +71,9 @@ func FuzzParseMessage(f *testing.F) {
 		`{"type":"counter_get","tenant_id":"a","namespace":"b","cache":"c","key":"k","request_id":2}`,
 		`{"type":"counter_value","key":"k","value":9223372036854775807,"request_id":1}`,
 		`{"type":"counter_value","key":"k","value":null,"request_id":2}`,
+		`{"type":"group_records","records":[{"offset":1,"payload":null},{"offset":2,"payload":"","publisher":"p","timestamp_micros":3}],"request_id":1}`,
+		`{"type":"group_records","records":null,"request_id":0}`, `{"type":"group_records","records":[{"offset":1,"payload":"eA==","attempts":0}]}`,
+		`{"type":"group_records","records":[{"offset":1,"payload":"e\nA="}],"request_id":1}`,
 		`{"type":5}`, `{}`, `null`, `[]`, `{"type":"publish","payload":"!!"}`,
 	} {
 		f.Add([]byte(s))

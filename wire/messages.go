@@ -307,6 +307,9 @@ func ParseMessage(b []byte) (Message, error) {
 	if m, ok := parseCacheOK(b); ok {
 		return m, nil
 	}
+	if m, ok := parseGroupRecords(b); ok {
+		return m, nil
+	}
 	typ, ok := leadingType(b)
 	if !ok {
 		var head struct {

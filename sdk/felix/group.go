@@ -32,8 +32,12 @@ type GroupRecord struct {
 	// Shard is the shard the record was claimed on: the shard polled,
 	// or, from a ShardedGroup, the shard it merged the record from. Acks
 	// and nacks go to that shard.
-	Shard   uint32
-	Offset  uint64
+	Shard  uint32
+	Offset uint64
+	// Payload is the caller's. The payloads of one poll share one
+	// allocation, each capped at its own length (appending to one copies
+	// it), so keeping one keeps that poll's payload bytes alive: copy it
+	// to keep it alone for long.
 	Payload []byte
 	// Attempts counts deliveries including this one: 1 is a first
 	// delivery; 0 means the broker did not say.
