@@ -229,13 +229,15 @@ func TestClusterClientSendsStraightToOwners(t *testing.T) {
 }
 
 // kill -9 one broker: its in-memory shards are owned elsewhere within the
-// expiry time; its durable shards answer shard_unavailable until it is
-// back, then serve every acknowledged record.
+// expiry time; its durable shards, their only copy on it, answer
+// shard_unavailable until it is back, then serve every acknowledged
+// record. (felix dev gives durable streams three copies by default, which
+// fail over instead: the replication tests cover that.)
 func TestClusterKilledBrokerShardsMoveOrWait(t *testing.T) {
 	d := startDev(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	memBefore, durBefore := d.createPlaced(ctx, "mem", 6), d.createPlaced(ctx, "dur", 6, "--durable")
+	memBefore, durBefore := d.createPlaced(ctx, "mem", 6), d.createPlaced(ctx, "dur", 6, "--durable", "--replication-factor", "1")
 	token := d.adminToken()
 	cc := d.connectCluster(ctx, token)
 
